@@ -1,0 +1,128 @@
+"""The pure IMPALA learner update: `TrainingState` and `sgd_step(state, batch)`.
+
+Everything here is a pure function of arrays; iterators, counters, logging and
+checkpointing live in the side-effecting learner loops (single-process or
+distributed) that call it.
+"""
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from s3ta.learning import losses, optimizer
+from s3ta.learning.types import Trajectory
+from s3ta.networks import AgentInput, Network
+
+GRAD_CLIP_MODES = ('element', 'global_norm', 'none')
+
+
+class Hyperparams(NamedTuple):
+  """Hyperparameters PBT may change between steps (float32 scalars, not constants)."""
+  learning_rate: Any
+  entropy_cost: Any
+  rmsprop_epsilon: Any
+  grad_clip: Any
+
+
+class TrainingState(NamedTuple):
+  params: Any
+  opt_state: optimizer.RMSPropState
+  hyperparams: Hyperparams
+  steps: Any  # int32 scalar, number of sgd steps taken
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+  """Fixed (compiled-in) learner settings; defaults are the paper's (App. A.1)."""
+  learning_rate: float = 2e-4  # initial RMSProp learning rate
+  rmsprop_epsilon: float = 0.01  # inside the square root (TF semantics)
+  rmsprop_decay: float = 0.99
+  rmsprop_momentum: float = 0.0
+  entropy_cost: float = 0.01
+  baseline_cost: float = 0.5
+  discount: float = 0.99
+  max_abs_reward: float = 1.0  # rewards are clipped to [-max, max] before V-trace
+  grad_clip: float = 1280.0  # threshold of gradient clipping
+  grad_clip_mode: str = 'element'  # 'element' (paper), 'global_norm' or 'none'
+  clip_rho: float = 1.0
+  clip_pg_rho: float = 1.0
+  vtrace_lambda: float = 1.0
+
+  def __post_init__(self):
+    if self.grad_clip_mode not in GRAD_CLIP_MODES:
+      raise ValueError(f'Unknown grad_clip_mode {self.grad_clip_mode!r}; valid: {GRAD_CLIP_MODES}.')
+    for name in ('learning_rate', 'rmsprop_epsilon', 'grad_clip', 'max_abs_reward'):
+      if getattr(self, name) <= 0:
+        raise ValueError(f'{name} must be > 0, got {getattr(self, name)}.')
+    if not 0 <= self.discount <= 1:
+      raise ValueError(f'discount must be in [0, 1], got {self.discount}.')
+    if not 0 <= self.rmsprop_decay < 1:
+      raise ValueError(f'rmsprop_decay must be in [0, 1), got {self.rmsprop_decay}.')
+
+  @classmethod
+  def from_dict(cls, values: Any) -> 'LearnerConfig':
+    values = dict(values)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+      raise ValueError(f'Unknown learner config field(s) {unknown}; valid fields: {sorted(known)}.')
+    return cls(**values)
+
+  def initial_hyperparams(self) -> Hyperparams:
+    return Hyperparams(*(jnp.float32(v) for v in (self.learning_rate, self.entropy_cost,
+                                                  self.rmsprop_epsilon, self.grad_clip)))
+
+
+def init_training_state(network: Network, config: LearnerConfig, rng: jax.Array) -> TrainingState:
+  params = network.init(rng)
+  return TrainingState(params, optimizer.rmsprop_init(params), config.initial_hyperparams(),
+                       jnp.int32(0))
+
+
+def clip_gradients(grads, threshold, mode: str):
+  """Element-wise clipping to [-threshold, threshold] (the paper) or global-norm clipping."""
+  if mode == 'element':
+    return jax.tree_util.tree_map(lambda g: jnp.clip(g, -threshold, threshold), grads)
+  if mode == 'global_norm':
+    norm = optax_global_norm(grads)
+    scale = jnp.minimum(1.0, threshold / jnp.maximum(norm, 1e-12))
+    return jax.tree_util.tree_map(lambda g: g * scale, grads)
+  return grads
+
+
+def optax_global_norm(tree) -> jax.Array:
+  return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree_util.tree_leaves(tree)))
+
+
+def trajectory_loss(params, network: Network, config: LearnerConfig, batch: Trajectory,
+                    entropy_cost) -> tuple[jax.Array, dict]:
+  """Unrolls the network over a [T+1, B] batch and returns `impala_loss` on it."""
+  inputs = AgentInput(batch.observation, batch.prev_action, batch.prev_reward, batch.is_first)
+  outputs, _ = network.unroll(params, inputs, batch.initial_state)
+  rewards = jnp.clip(batch.reward[:-1], -config.max_abs_reward, config.max_abs_reward)
+  return losses.impala_loss(
+      outputs.logits[:-1], outputs.value, batch.action[:-1], batch.behaviour_logits[:-1],
+      rewards, config.discount * batch.discount[:-1],
+      baseline_cost=config.baseline_cost, entropy_cost=entropy_cost, clip_rho=config.clip_rho,
+      clip_pg_rho=config.clip_pg_rho, lambda_=config.vtrace_lambda)
+
+
+def make_sgd_step(network: Network, config: LearnerConfig,
+                  jit: bool = True) -> Callable[[TrainingState, Trajectory], tuple[TrainingState, dict]]:
+  """Returns the pure `sgd_step(state, batch) -> (state, metrics)` (jitted by default)."""
+
+  def sgd_step(state: TrainingState, batch: Trajectory) -> tuple[TrainingState, dict]:
+    hp = state.hyperparams
+    grad_fn = jax.grad(trajectory_loss, has_aux=True)
+    grads, metrics = grad_fn(state.params, network, config, batch, hp.entropy_cost)
+    metrics['grad_norm'] = optax_global_norm(grads)
+    grads = clip_gradients(grads, hp.grad_clip, config.grad_clip_mode)
+    updates, opt_state = optimizer.rmsprop_update(
+        grads, state.opt_state, learning_rate=hp.learning_rate, epsilon=hp.rmsprop_epsilon,
+        decay=config.rmsprop_decay, momentum=config.rmsprop_momentum)
+    params = jax.tree_util.tree_map(jnp.add, state.params, updates)
+    return TrainingState(params, opt_state, hp, state.steps + 1), metrics
+
+  return jax.jit(sgd_step) if jit else sgd_step

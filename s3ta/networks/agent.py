@@ -1,0 +1,356 @@
+"""The S3TA agent network, its ablations, and the IMPALA ResNet baselines (Flax).
+
+Paper 000, §2, §4, §4.4 and Appendix A.1 (Table 2). Every network unrolls over
+time-major inputs `[T, B, ...]`: the non-recurrent convolutional torso runs once
+over all T*B frames, then `nn.scan` steps the recurrent core (no Python loop over
+time). Recurrent state is reset to zeros at steps whose `is_first` is set.
+"""
+
+import dataclasses
+import math
+from typing import Any, NamedTuple, Optional, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from s3ta.networks import attention as attention_lib
+
+NETWORK_KINDS = ('s3ta', 'fixed_query', 'l2_keys', 'resnet', 'resnet_lstm')
+ATTENTION_KINDS = ('s3ta', 'fixed_query', 'l2_keys')
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+  """Sizes of the agent network; the defaults are the paper's (Table 2)."""
+  kind: str = 's3ta'  # one of NETWORK_KINDS
+  conv_channels: Sequence[int] = (32, 64)  # vision core ConvNet channels
+  conv_kernels: Sequence[int] = (8, 4)  # its square kernel sizes
+  conv_strides: Sequence[int] = (4, 2)  # its strides ('SAME' padding)
+  vision_lstm_channels: int = 128  # ConvLSTM channels (keys + values)
+  vision_lstm_kernel: int = 3  # ConvLSTM kernel size
+  key_channels: int = 8  # channels of the ConvLSTM output used as keys
+  num_heads: int = 4  # attention heads (queries)
+  basis_frequencies: int = 4  # spatial basis: (2F)^2 channels
+  query_hidden: Sequence[int] = (256, 128)  # query MLP hidden layers
+  answer_hidden: Sequence[int] = (512, 256)  # answer processor MLP
+  lstm_size: int = 256  # policy core LSTM
+  head_hidden: int = 128  # MLP before the policy and value heads
+  resnet_channels: Sequence[int] = (16, 32, 32)  # IMPALA deep ResNet stages
+  resnet_blocks: int = 2  # residual blocks per stage
+  resnet_hidden: int = 256  # ResNet output layer
+  dtype: str = 'float32'  # compute dtype: 'float32' or 'bfloat16'
+
+  def __post_init__(self):
+    if self.kind not in NETWORK_KINDS:
+      raise ValueError(f'Unknown network kind {self.kind!r}; valid kinds: {NETWORK_KINDS}.')
+    if self.dtype not in ('float32', 'bfloat16'):
+      raise ValueError(f"network dtype must be 'float32' or 'bfloat16', got {self.dtype!r}.")
+    if not len(self.conv_channels) == len(self.conv_kernels) == len(self.conv_strides):
+      raise ValueError('conv_channels, conv_kernels and conv_strides must have equal lengths, got '
+                       f'{self.conv_channels}, {self.conv_kernels}, {self.conv_strides}.')
+    if not 0 < self.key_channels < self.vision_lstm_channels:
+      raise ValueError(f'key_channels must be in (0, vision_lstm_channels={self.vision_lstm_channels}), '
+                       f'got {self.key_channels}.')
+    for name in ('num_heads', 'basis_frequencies', 'lstm_size', 'head_hidden'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
+
+  @property
+  def basis_channels(self) -> int:
+    return (2 * self.basis_frequencies)**2
+
+  @property
+  def query_size(self) -> int:
+    """Channels of a query: keys plus basis (72 in the paper)."""
+    return self.key_channels + self.basis_channels
+
+  @property
+  def answer_size(self) -> int:
+    """Channels of an answer: values plus basis (184 in the paper)."""
+    return self.vision_lstm_channels - self.key_channels + self.basis_channels
+
+  def vision_shape(self, observation_shape: Sequence[int]) -> tuple[int, int]:
+    """Spatial size (h, w) of the vision core output for an [H, W, C] frame."""
+    height, width = observation_shape[:2]
+    for stride in self.conv_strides:
+      height, width = math.ceil(height / stride), math.ceil(width / stride)
+    return height, width
+
+  @classmethod
+  def from_dict(cls, values: Any) -> 'NetworkConfig':
+    """Builds from a dict or ConfigDict, rejecting unknown fields by name."""
+    values = dict(values)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+      raise ValueError(f'Unknown network config field(s) {unknown}; valid fields: {sorted(known)}.')
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+class AgentInput(NamedTuple):
+  """What the agent sees at one step; leading dims [T, B] (or [B] for a step)."""
+  observation: Any  # uint8 [H, W, C] frame
+  prev_action: Any  # int32, the action taken before this step (0 at episode start)
+  prev_reward: Any  # float32, the reward that came with this observation
+  is_first: Any  # bool, an episode starts here: recurrent state is reset first
+
+
+class AgentOutput(NamedTuple):
+  """Per-step outputs. `attention` and `queries` are None for the ResNet baselines."""
+  logits: Any  # [..., A]
+  value: Any  # [...]
+  attention: Optional[Any] = None  # [..., num_heads, h, w], each head sums to 1
+  queries: Optional[Any] = None  # [..., num_heads, query_size]
+
+
+class AgentState(NamedTuple):
+  """Recurrent state: ConvLSTM (c, h) and policy LSTM (c, h); () where absent."""
+  vision: Any
+  core: Any
+
+
+def _mlp(sizes: Sequence[int], dtype, name_prefix: str):
+  layers = []
+  for i, size in enumerate(sizes):
+    layers += [nn.Dense(size, dtype=dtype, name=f'{name_prefix}_{i}'), nn.relu]
+  return nn.Sequential(layers) if layers else (lambda x: x)
+
+
+def _reset(state, is_first):
+  """Zeroes each state leaf [B, ...] where is_first [B] is set."""
+  def reset_leaf(leaf):
+    keep = 1.0 - is_first.astype(leaf.dtype)
+    return leaf * keep.reshape(keep.shape + (1,) * (leaf.ndim - 1))
+  return jax.tree_util.tree_map(reset_leaf, state)
+
+
+def _previous_inputs(prev_action, prev_reward, num_actions, dtype):
+  """One-hot previous action and clipped previous reward, [B, A + 1]."""
+  reward = jnp.clip(prev_reward.astype(jnp.float32), -1.0, 1.0)[:, None]
+  return jnp.concatenate([jax.nn.one_hot(prev_action, num_actions), reward], axis=-1).astype(dtype)
+
+
+class PolicyValueHead(nn.Module):
+  """Optional hidden layer, then linear policy-logit and value heads (in float32)."""
+  num_actions: int
+  hidden: int = 0
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x):
+    if self.hidden:
+      x = nn.relu(nn.Dense(self.hidden, dtype=self.dtype, name='hidden')(x))
+    x = x.astype(jnp.float32)
+    logits = nn.Dense(self.num_actions, name='policy')(x)
+    value = nn.Dense(1, name='value')(x)[..., 0]
+    return logits, value
+
+
+class ConvTorso(nn.Module):
+  """The vision core's ConvNet (8x8/4 32ch, 4x4/2 64ch in the paper), ReLU."""
+  config: NetworkConfig
+
+  @nn.compact
+  def __call__(self, frames):
+    dtype = jnp.dtype(self.config.dtype)
+    x = frames.astype(dtype) / 255.0
+    for i, (channels, kernel, stride) in enumerate(
+        zip(self.config.conv_channels, self.config.conv_kernels, self.config.conv_strides)):
+      x = nn.Conv(channels, (kernel, kernel), (stride, stride), padding='SAME', dtype=dtype,
+                  name=f'conv_{i}')(x)
+      x = nn.relu(x)
+    return x
+
+
+class ResNetTorso(nn.Module):
+  """IMPALA deep ResNet (Espeholt et al. 2018, Fig. 3) ending in a dense layer."""
+  config: NetworkConfig
+
+  @nn.compact
+  def __call__(self, frames):
+    dtype = jnp.dtype(self.config.dtype)
+    x = frames.astype(dtype) / 255.0
+    for i, channels in enumerate(self.config.resnet_channels):
+      x = nn.Conv(channels, (3, 3), padding='SAME', dtype=dtype, name=f'stage_{i}_conv')(x)
+      x = nn.max_pool(x, (3, 3), strides=(2, 2), padding='SAME')
+      for j in range(self.config.resnet_blocks):
+        y = nn.Conv(channels, (3, 3), padding='SAME', dtype=dtype, name=f'stage_{i}_block_{j}_a')(nn.relu(x))
+        y = nn.Conv(channels, (3, 3), padding='SAME', dtype=dtype, name=f'stage_{i}_block_{j}_b')(nn.relu(y))
+        x = x + y
+    x = nn.relu(x).reshape(x.shape[0], -1)
+    return nn.relu(nn.Dense(self.config.resnet_hidden, dtype=dtype, name='output')(x))
+
+
+class S3TACore(nn.Module):
+  """One time step of the S3TA agent after the ConvNet: ConvLSTM, attention, LSTM.
+
+  `config.kind` selects the query source: 's3ta' (top-down queries from the
+  previous LSTM state), 'fixed_query' (a learned bias, independent of the state)
+  or 'l2_keys' (no queries: each location's logit is its key's L2 norm).
+  """
+  config: NetworkConfig
+  num_actions: int
+  basis: np.ndarray  # [h, w, basis_channels]
+
+  @nn.compact
+  def __call__(self, state: AgentState, step, attention_threshold):
+    features, prev_action, prev_reward, is_first = step
+    cfg = self.config
+    dtype = jnp.dtype(cfg.dtype)
+    batch = features.shape[0]
+    state = _reset(state, is_first)
+
+    vision_state, vision_out = nn.ConvLSTMCell(
+        cfg.vision_lstm_channels, (cfg.vision_lstm_kernel, cfg.vision_lstm_kernel),
+        name='vision_lstm')(state.vision, features)
+    vision_out = vision_out.astype(jnp.float32)
+    basis = jnp.broadcast_to(self.basis, (batch,) + self.basis.shape)
+    keys = jnp.concatenate([vision_out[..., :cfg.key_channels], basis], axis=-1)
+    values = jnp.concatenate([vision_out[..., cfg.key_channels:], basis], axis=-1)
+
+    query_shape = (cfg.num_heads, cfg.query_size)
+    if cfg.kind == 's3ta':
+      previous_hidden = state.core[1]
+      hidden = _mlp(cfg.query_hidden, dtype, 'query')(previous_hidden.astype(dtype))
+      queries = nn.Dense(math.prod(query_shape), dtype=dtype, name='query_out')(hidden)
+      queries = queries.astype(jnp.float32).reshape((batch,) + query_shape)
+    elif cfg.kind == 'fixed_query':
+      bias = self.param('fixed_queries', nn.initializers.normal(stddev=1.0), query_shape)
+      queries = jnp.broadcast_to(bias, (batch,) + query_shape)
+    else:  # 'l2_keys': no queries; the same key-norm map for every head.
+      queries = jnp.zeros((batch,) + query_shape, jnp.float32)
+
+    if cfg.kind == 'l2_keys':
+      norms = jnp.linalg.norm(vision_out[..., :cfg.key_channels], axis=-1)  # [B, h, w]
+      logits = jnp.broadcast_to(norms[:, None], (batch, cfg.num_heads) + norms.shape[1:])
+    else:
+      logits = attention_lib.attention_logits(queries, keys)
+    weights = attention_lib.spatial_softmax(logits)
+    weights = jax.lax.cond(attention_threshold > 0,
+                           lambda w: attention_lib.hard_threshold(w, attention_threshold),
+                           lambda w: w, weights)
+    answers = attention_lib.read_answers(weights, values)
+
+    parts = [answers.reshape(batch, -1)]
+    if cfg.kind != 'l2_keys':
+      parts.append(queries.reshape(batch, -1))
+    parts.append(_previous_inputs(prev_action, prev_reward, self.num_actions, jnp.float32))
+    x = _mlp(cfg.answer_hidden, dtype, 'answer')(jnp.concatenate(parts, axis=-1).astype(dtype))
+    core_state, core_out = nn.OptimizedLSTMCell(cfg.lstm_size, name='policy_lstm')(state.core, x)
+    logits, value = PolicyValueHead(self.num_actions, cfg.head_hidden, dtype, name='head')(core_out)
+    return AgentState(vision_state, core_state), AgentOutput(logits, value, weights, queries)
+
+
+class ResNetCore(nn.Module):
+  """IMPALA baselines after the ResNet torso: feed-forward or LSTM 256 with prev action/reward."""
+  config: NetworkConfig
+  num_actions: int
+
+  @nn.compact
+  def __call__(self, state: AgentState, step, attention_threshold):
+    del attention_threshold  # no attention in the baselines
+    features, prev_action, prev_reward, is_first = step
+    if self.config.kind == 'resnet':
+      return state, AgentOutput(*PolicyValueHead(self.num_actions, name='head')(features))
+    state = _reset(state, is_first)
+    x = jnp.concatenate(
+        [features.astype(jnp.float32),
+         _previous_inputs(prev_action, prev_reward, self.num_actions, jnp.float32)], axis=-1)
+    core_state, core_out = nn.OptimizedLSTMCell(self.config.lstm_size, name='policy_lstm')(state.core, x)
+    return AgentState((), core_state), AgentOutput(*PolicyValueHead(self.num_actions, name='head')(core_out))
+
+
+class AgentModule(nn.Module):
+  """Unrolls the torso over [T*B] frames and scans the recurrent core over T."""
+  config: NetworkConfig
+  num_actions: int
+  observation_shape: tuple[int, ...]
+
+  @nn.compact
+  def __call__(self, inputs: AgentInput, state: AgentState, attention_threshold=0.0):
+    cfg = self.config
+    time, batch = inputs.observation.shape[:2]
+    frames = inputs.observation.reshape((time * batch,) + inputs.observation.shape[2:])
+    if cfg.kind in ATTENTION_KINDS:
+      features = ConvTorso(cfg, name='torso')(frames)
+      core_cls = nn.scan(S3TACore, variable_broadcast='params', split_rngs={'params': False},
+                         in_axes=(0, nn.broadcast), out_axes=0)
+      core = core_cls(cfg, self.num_actions,
+                      attention_lib.spatial_basis(*cfg.vision_shape(self.observation_shape),
+                                                  cfg.basis_frequencies), name='core')
+    else:
+      features = ResNetTorso(cfg, name='torso')(frames)
+      core_cls = nn.scan(ResNetCore, variable_broadcast='params', split_rngs={'params': False},
+                         in_axes=(0, nn.broadcast), out_axes=0)
+      core = core_cls(cfg, self.num_actions, name='core')
+    features = features.reshape((time, batch) + features.shape[1:])
+    steps = (features, inputs.prev_action, inputs.prev_reward, inputs.is_first)
+    final_state, outputs = core(state, steps, jnp.asarray(attention_threshold, jnp.float32))
+    return outputs, final_state
+
+
+class Network:
+  """A network plus its pure functions: `init`, `initial_state`, `unroll`, `step`.
+
+  All functions are pure and jit-able; `unroll` takes time-major [T, B] inputs,
+  `step` one [B] step (actors call it with T = 1 under the hood).
+  """
+
+  def __init__(self, config: NetworkConfig, num_actions: int, observation_shape: Sequence[int]):
+    if num_actions < 1:
+      raise ValueError(f'num_actions must be >= 1, got {num_actions}.')
+    if len(observation_shape) != 3:
+      raise ValueError(f'observation_shape must be [H, W, C], got {tuple(observation_shape)}.')
+    self.config = config
+    self.num_actions = num_actions
+    self.observation_shape = tuple(int(d) for d in observation_shape)
+    self.module = AgentModule(config, num_actions, self.observation_shape)
+
+  @property
+  def has_attention(self) -> bool:
+    return self.config.kind in ATTENTION_KINDS
+
+  def initial_state(self, batch_size: int) -> AgentState:
+    """Zero recurrent state for `batch_size` environments."""
+    cfg = self.config
+    core = ((jnp.zeros((batch_size, cfg.lstm_size)),) * 2 if cfg.kind != 'resnet' else ())
+    if cfg.kind in ATTENTION_KINDS:
+      h, w = cfg.vision_shape(self.observation_shape)
+      vision = (jnp.zeros((batch_size, h, w, cfg.vision_lstm_channels)),) * 2
+    else:
+      vision = ()
+    return AgentState(vision, core)
+
+  def dummy_input(self, time: int = 1, batch: int = 1) -> AgentInput:
+    return AgentInput(
+        observation=jnp.zeros((time, batch) + self.observation_shape, jnp.uint8),
+        prev_action=jnp.zeros((time, batch), jnp.int32),
+        prev_reward=jnp.zeros((time, batch), jnp.float32),
+        is_first=jnp.ones((time, batch), bool))
+
+  def init(self, rng: jax.Array):
+    """Fresh parameters."""
+    return self.module.init(rng, self.dummy_input(), self.initial_state(1))['params']
+
+  def unroll(self, params, inputs: AgentInput, state: AgentState, attention_threshold=0.0):
+    """Runs [T, B] inputs from `state`; returns ([T, B] AgentOutput, final state)."""
+    return self.module.apply({'params': params}, inputs, state, attention_threshold)
+
+  def step(self, params, inputs: AgentInput, state: AgentState, attention_threshold=0.0):
+    """One step on [B] inputs; returns ([B] AgentOutput, next state)."""
+    batched = jax.tree_util.tree_map(lambda x: x[None], inputs)
+    outputs, state = self.unroll(params, batched, state, attention_threshold)
+    return jax.tree_util.tree_map(lambda x: x[0], outputs), state
+
+
+def make_network(config: Any, num_actions: int, observation_shape: Sequence[int]) -> Network:
+  """Builds a Network from a NetworkConfig, dict or ConfigDict."""
+  if not isinstance(config, NetworkConfig):
+    config = NetworkConfig.from_dict(config)
+  return Network(config, num_actions, observation_shape)
+
+
+def parameter_count(params) -> int:
+  return int(sum(np.prod(p.shape) for p in jax.tree_util.tree_leaves(params)))
