@@ -1,0 +1,36 @@
+"""Pure actor functions: sample an action from the network for a batch of envs.
+
+Jitted once per actor (on CPU in the distributed program). The side-effecting
+loops that step environments call these and record trajectories with
+`UnrollAccumulator`.
+"""
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from s3ta.networks import AgentInput, AgentState, Network
+
+
+class ActorOutput(NamedTuple):
+  action: Any  # int32 [B]
+  logits: Any  # float32 [B, A]
+  value: Any  # float32 [B]
+
+
+def make_select_action(network: Network, greedy: bool = False, jit: bool = True,
+                       device=None) -> Callable:
+  """Returns `select_action(params, rng, inputs [B], state) -> (ActorOutput, state)`."""
+
+  def select_action(params, rng, inputs: AgentInput, state: AgentState, attention_threshold=0.0):
+    outputs, next_state = network.step(params, inputs, state, attention_threshold)
+    if greedy:
+      action = jnp.argmax(outputs.logits, axis=-1)
+    else:
+      action = jax.random.categorical(rng, outputs.logits)
+    return ActorOutput(action.astype(jnp.int32), outputs.logits, outputs.value), next_state
+
+  if not jit:
+    return select_action
+  return jax.jit(select_action, device=device) if device is not None else jax.jit(select_action)
