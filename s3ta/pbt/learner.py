@@ -1,0 +1,95 @@
+"""A population member's learner: the distributed `Learner` plus the PBT courier methods.
+
+`PBTLearner` adds what the controller's `Member` protocol needs (see
+`s3ta.pbt.controller.Member`) and one method for the member's actors:
+
+- `report_episodes(game, returns)`: actors send finished episode returns here;
+- `get_fitness()`: {'frames', 'fitness', 'num_episodes', 'per_game', 'hyperparams'};
+- `get_state()` / `set_state(state, hyperparams)`: exploit (params + optimiser state);
+- `get_hyperparams()` / `set_hyperparams(hyperparams)`: explore.
+
+Hyperparameters are float32 data inside `TrainingState`, so changing them never
+recompiles the jitted step. `set_state` bumps `param_version`, so the member's
+actors pick the copied parameters up at their next regular refresh. A lock
+serialises these calls with `step_on_batch`, which courier runs in other threads.
+"""
+
+import threading
+from typing import Mapping, Optional
+
+import jax
+import jax.numpy as jnp
+
+from s3ta.learning.learner import Learner
+from s3ta.learning.learner_core import Hyperparams
+from s3ta.pbt.config import HYPERPARAM_NAMES
+from s3ta.pbt.fitness import FitnessTracker, Normalizer
+
+
+def hyperparams_to_dict(hyperparams: Hyperparams) -> dict:
+  return {name: float(getattr(hyperparams, name)) for name in Hyperparams._fields}
+
+
+class PBTLearner(Learner):
+  """`Learner` with PBT courier methods. Extra keyword args: fitness_window, normalizer."""
+
+  def __init__(self, *args, fitness_window: int = 100, normalizer: Optional[Normalizer] = None,
+               **kwargs):
+    super().__init__(*args, **kwargs)
+    self._pbt_lock = threading.RLock()
+    self._fitness = FitnessTracker(window=fitness_window, normalizer=normalizer)
+    self.pbt_changes = 0
+
+  def _hyperparams(self, values: Mapping[str, float]) -> Hyperparams:
+    unknown = sorted(set(values) - set(HYPERPARAM_NAMES))
+    if unknown:
+      raise ValueError(f'Unknown hyperparameter name(s) {unknown}; valid: {list(HYPERPARAM_NAMES)}.')
+    current = self._state.hyperparams
+    return Hyperparams(*(
+        jax.device_put(jnp.asarray(values[name], getattr(current, name).dtype), self.device)
+        if name in values else getattr(current, name) for name in Hyperparams._fields))
+
+  def step_on_batch(self, data: dict) -> dict:
+    with self._pbt_lock:
+      return super().step_on_batch(data)
+
+  # ---------------------------------------------------------------- PBT RPCs
+  def report_episodes(self, game: str, returns) -> None:
+    with self._pbt_lock:
+      for episode_return in returns:
+        self._fitness.add(game, float(episode_return))
+
+  def get_fitness(self) -> dict:
+    with self._pbt_lock:
+      summary = self._fitness.summary(self.counters.learner_frames)
+      summary['hyperparams'] = hyperparams_to_dict(self._state.hyperparams)
+      summary['learner_steps'] = int(self.counters.learner_steps)
+      return summary
+
+  def get_hyperparams(self) -> dict:
+    with self._pbt_lock:
+      return hyperparams_to_dict(self._state.hyperparams)
+
+  def set_hyperparams(self, hyperparams: Mapping[str, float]) -> None:
+    with self._pbt_lock:
+      self._state = self._state._replace(hyperparams=self._hyperparams(hyperparams))
+      self.pbt_changes += 1
+
+  def get_state(self) -> dict:
+    """Host copies of params and optimiser state (what exploit transfers)."""
+    with self._pbt_lock:
+      return {'params': jax.device_get(self._state.params),
+              'opt_state': jax.device_get(self._state.opt_state)}
+
+  def set_state(self, state: Mapping, hyperparams: Mapping[str, float]) -> None:
+    """Takes another member's params + optimiser state and hyperparameters.
+
+    Keeps this learner's own step and frame counters; forgets its recent episodes
+    (they measured the replaced weights); bumps `param_version` so actors refresh."""
+    with self._pbt_lock:
+      put = lambda tree: jax.device_put(tree, self.device)
+      self._state = self._state._replace(params=put(state['params']), opt_state=put(state['opt_state']),
+                                         hyperparams=self._hyperparams(hyperparams))
+      self.counters.param_version += 1
+      self._fitness.reset()
+      self.pbt_changes += 1

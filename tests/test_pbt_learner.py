@@ -1,0 +1,83 @@
+"""PBTLearner in-process: exploit/explore on a real learner, without recompiling."""
+
+import jax
+import numpy as np
+import pytest
+
+from s3ta.networks import make_network
+from s3ta.pbt.learner import PBTLearner
+from s3ta.replay import queue as replay
+
+TINY = dict(kind='s3ta', conv_channels=(4,), conv_kernels=(3,), conv_strides=(2,), vision_lstm_channels=8,
+            key_channels=2, num_heads=1, basis_frequencies=1, query_hidden=(8,), answer_hidden=(8,),
+            lstm_size=8, head_hidden=8)
+T, B = 3, 2
+
+
+def make_learner(seed):
+  network = make_network(TINY, num_actions=18, observation_shape=(8, 8, 1))
+  learner = PBTLearner(network, {'learning_rate': 1e-3}, batch_size=B, unroll_length=T, frames_per_step=4,
+                       rng_key=jax.random.PRNGKey(seed), normalizer=lambda game, r: r / 10.0)
+  return network, learner
+
+
+def batch(network, seed):
+  rng = np.random.default_rng(seed)
+  data = {}
+  for name, (shape, dtype) in replay.item_spec(network, T).items():
+    if name == 'initial_state':
+      continue
+    if dtype == np.uint8:
+      data[name] = rng.integers(0, 255, (B,) + shape).astype(dtype)
+    elif dtype == np.bool_:
+      data[name] = np.zeros((B,) + shape, bool)
+    elif name in ('action', 'prev_action'):
+      data[name] = rng.integers(0, 18, (B,) + shape).astype(dtype)
+    elif name == 'discount':
+      data[name] = np.ones((B,) + shape, dtype)
+    else:
+      data[name] = rng.normal(size=(B,) + shape).astype(dtype)
+  data['initial_state'] = jax.device_get(network.initial_state(B))
+  return data
+
+
+def test_set_state_copies_donor_and_hyperparams_do_not_recompile():
+  network, donor = make_learner(0)
+  _, recipient = make_learner(1)
+  data = batch(network, 0)
+  donor.step_on_batch(data)
+  recipient.step_on_batch(data)
+  compiled = recipient._sgd_step._cache_size()  # pylint: disable=protected-access
+  before = recipient.get_params()['version']
+  new_hp = {'learning_rate': 3e-3, 'entropy_cost': 0.02, 'rmsprop_epsilon': 0.1, 'grad_clip': 10.0}
+  recipient.set_state(donor.get_state(), new_hp)
+  reply = recipient.get_params()
+  assert reply['version'] == before + 1  # actors see a new version and refresh
+  jax.tree_util.tree_map(np.testing.assert_array_equal, reply['params'], donor.get_params()['params'])
+  jax.tree_util.tree_map(np.testing.assert_array_equal, recipient.get_state()['opt_state'],
+                         donor.get_state()['opt_state'])
+  assert recipient.get_hyperparams() == pytest.approx(new_hp)
+  recipient.set_hyperparams({'entropy_cost': 0.5})
+  assert recipient.get_hyperparams()['entropy_cost'] == pytest.approx(0.5)
+  # The new values are used by the next steps, which do not recompile.
+  metrics_donor = donor.step_on_batch(data)
+  metrics = recipient.step_on_batch(data)
+  recipient.step_on_batch(batch(network, 1))
+  assert recipient._sgd_step._cache_size() == compiled  # pylint: disable=protected-access
+  assert metrics != metrics_donor  # entropy cost 0.5 vs the donor's 0.01
+  assert recipient.counters.learner_steps == 3 and recipient.counters.learner_frames == 3 * B * T * 4
+
+
+def test_fitness_window_and_reset_on_exploit():
+  network, learner = make_learner(0)
+  assert learner.get_fitness()['fitness'] is None
+  learner.report_episodes('Pong', [5.0, 15.0])  # 0.5, capped 1.0 -> 0.75
+  learner.report_episodes('Breakout', [2.0])  # 0.2
+  info = learner.get_fitness()
+  assert info['fitness'] == pytest.approx((0.75 + 0.2) / 2) and info['num_episodes'] == 3
+  assert set(info['per_game']) == {'Pong', 'Breakout'} and info['frames'] == 0
+  _, other = make_learner(1)
+  learner.set_state(other.get_state(), learner.get_hyperparams())
+  assert learner.get_fitness()['fitness'] is None
+  with pytest.raises(ValueError, match='momentum'):
+    learner.set_hyperparams({'momentum': 0.9})
