@@ -1,0 +1,295 @@
+"""Checkpoints of the learner without pickle: msgpack arrays + JSON metadata.
+
+Layout: `<directory>/ckpt_<step>/` (directory is usually `<workdir>/checkpoints`)
+holds
+
+- `state.msgpack`: {leaf path: array} of the state pytree, e.g. a TrainingState
+  (params, opt_state, hyperparams, steps), flattened with `jax.tree_util`
+  key paths ('.params['core']['w']') and written with `flax.serialization`;
+- `metadata.json`: step, wall time, counters (frames, episodes, ...), the
+  experiment config, the network config, and the path/shape/dtype of every leaf.
+
+Writes are atomic: everything goes into a hidden temp directory that is fsynced
+and then renamed to `ckpt_<step>`, and old checkpoints are renamed away before
+they are deleted; so a crash at any point leaves only complete `ckpt_<step>`
+directories (plus `.tmp-*` / `.trash-*` leftovers that nothing reads and that
+are safe to delete). `restore` checks the network config and every leaf path,
+shape and dtype against a template state before loading, so a checkpoint from
+a different network fails with a message naming what differs.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import numpy as np
+from flax import serialization
+
+PREFIX = 'ckpt_'
+STATE_FILE = 'state.msgpack'
+METADATA_FILE = 'metadata.json'
+FORMAT = 's3ta-checkpoint-v1'
+_CKPT_RE = re.compile(re.escape(PREFIX) + r'(\d+)$')
+
+
+class Checkpoint(NamedTuple):
+  state: Any  # the template's pytree, leaves as numpy arrays (host memory)
+  step: int
+  counters: dict
+  config: Any  # the experiment config as saved (JSON types), or None
+  network_config: Optional[dict]
+  path: str
+
+
+def checkpoint_dir(workdir: str) -> str:
+  """Where a run keeps its checkpoints: `<workdir>/checkpoints`."""
+  return os.path.join(workdir, 'checkpoints')
+
+
+def to_json(value: Any, what: str = 'value') -> Any:
+  """`value` as plain JSON types (dataclasses, ConfigDicts, numpy scalars, tuples -> lists)."""
+  if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    value = dataclasses.asdict(value)
+  elif hasattr(value, 'to_dict'):  # ml_collections.ConfigDict
+    value = value.to_dict()
+
+  def default(obj):
+    if isinstance(obj, (np.generic, np.ndarray, jax.Array)):
+      return np.asarray(obj).tolist()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+      return dataclasses.asdict(obj)
+    if hasattr(obj, 'to_dict'):
+      return obj.to_dict()
+    raise TypeError(f'{type(obj).__name__} {obj!r}')
+
+  try:
+    return json.loads(json.dumps(value, default=default))
+  except (TypeError, ValueError) as e:
+    raise ValueError(f'{what} must be JSON-serialisable; cannot encode {e}.') from e
+
+
+def _leaf_path_items(tree) -> tuple[list[tuple[str, Any]], Any]:
+  leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(tree)
+  return [(jax.tree_util.keystr(path), leaf) for path, leaf in leaves_with_path], treedef
+
+
+def _shape_dtype(leaf) -> tuple[tuple[int, ...], str]:
+  if hasattr(leaf, 'shape') and hasattr(leaf, 'dtype'):
+    return tuple(leaf.shape), np.dtype(leaf.dtype).name
+  array = np.asarray(leaf)
+  return array.shape, array.dtype.name
+
+
+def _write_file(path: str, data: bytes) -> None:
+  with open(path, 'wb') as f:
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _fsync_dir(path: str) -> None:
+  fd = os.open(path, os.O_RDONLY)
+  try:
+    os.fsync(fd)
+  finally:
+    os.close(fd)
+
+
+def _remove_dir(directory: str, path: str) -> None:
+  """Renames `path` to a hidden name first, so a crash mid-delete never leaves a partial ckpt."""
+  trash = os.path.join(directory, f'.trash-{os.path.basename(path)}-{uuid.uuid4().hex}')
+  os.rename(path, trash)
+  shutil.rmtree(trash, ignore_errors=True)
+
+
+def list_checkpoints(directory: str) -> list[tuple[int, str]]:
+  """Complete checkpoints in `directory` as (step, path), oldest first."""
+  if not os.path.isdir(directory):
+    return []
+  found = []
+  for name in os.listdir(directory):
+    match = _CKPT_RE.match(name)
+    path = os.path.join(directory, name)
+    if match and all(os.path.isfile(os.path.join(path, f)) for f in (STATE_FILE, METADATA_FILE)):
+      found.append((int(match.group(1)), path))
+  return sorted(found)
+
+
+def latest_checkpoint(directory: str) -> Optional[str]:
+  """Path of the newest complete checkpoint in `directory`, or None if there is none."""
+  checkpoints = list_checkpoints(directory)
+  return checkpoints[-1][1] if checkpoints else None
+
+
+def save(directory: str, step: int, state: Any, *, counters: Optional[dict] = None,
+         config: Any = None, network_config: Any = None, keep: int = 3) -> str:
+  """Writes `state` (a pytree of arrays) as `<directory>/ckpt_<step>` and keeps the newest `keep`.
+
+  Args:
+    directory: the checkpoints directory (created if missing), e.g. `checkpoint_dir(workdir)`.
+    step: learner step the state belongs to (>= 0); names the checkpoint. Saving the
+      same step again replaces that checkpoint.
+    state: the pytree to save (TrainingState or any other tree of arrays).
+    counters: JSON-serialisable counters (frames, episodes, ...) restored alongside.
+    config: the experiment config (dataclass, ConfigDict or dict), stored for reference.
+    network_config: the NetworkConfig (or its dict); `restore` compares against it.
+    keep: number of newest checkpoints to keep (>= 1).
+  Returns:
+    the path of the new checkpoint.
+  """
+  step = int(step)
+  if step < 0:
+    raise ValueError(f'step must be >= 0, got {step}.')
+  if keep < 1:
+    raise ValueError(f'keep must be >= 1, got {keep}.')
+  items, _ = _leaf_path_items(jax.device_get(state))
+  arrays = {path: np.asarray(leaf) for path, leaf in items}
+  metadata = {
+      'format': FORMAT,
+      'step': step,
+      'time': time.time(),
+      'counters': to_json(counters or {}, 'counters'),
+      'config': to_json(config, 'config'),
+      'network_config': to_json(network_config, 'network_config'),
+      'leaves': {path: [list(a.shape), a.dtype.name] for path, a in arrays.items()},
+  }
+  os.makedirs(directory, exist_ok=True)
+  final = os.path.join(directory, f'{PREFIX}{step}')
+  tmp = os.path.join(directory, f'.tmp-{PREFIX}{step}-{os.getpid()}-{uuid.uuid4().hex}')
+  os.mkdir(tmp)
+  try:
+    _write_file(os.path.join(tmp, STATE_FILE), serialization.msgpack_serialize(arrays))
+    _write_file(os.path.join(tmp, METADATA_FILE), json.dumps(metadata, indent=1).encode())
+    _fsync_dir(tmp)
+    if os.path.exists(final):
+      _remove_dir(directory, final)
+    os.rename(tmp, final)
+    _fsync_dir(directory)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  for _, old in list_checkpoints(directory)[:-keep]:
+    _remove_dir(directory, old)
+  return final
+
+
+def _config_differences(saved: Optional[dict], wanted: dict) -> list[str]:
+  if saved is None:
+    return ['the checkpoint has no network config']
+  keys = sorted(set(saved) | set(wanted))
+  return [f'{k}: checkpoint {saved.get(k, "<missing>")!r} vs requested {wanted.get(k, "<missing>")!r}'
+          for k in keys if saved.get(k) != wanted.get(k)]
+
+
+def _first_leaf_mismatch(saved_leaves: dict, template_items) -> Optional[str]:
+  template_paths = [path for path, _ in template_items]
+  for path, leaf in template_items:
+    if path not in saved_leaves:
+      return f'leaf {path} of the template is not in the checkpoint'
+    shape, dtype = _shape_dtype(leaf)
+    saved_shape, saved_dtype = tuple(saved_leaves[path][0]), saved_leaves[path][1]
+    if saved_shape != shape:
+      return f'leaf {path}: checkpoint shape {saved_shape} != template shape {shape}'
+    if saved_dtype != dtype:
+      return f'leaf {path}: checkpoint dtype {saved_dtype} != template dtype {dtype}'
+  extra = sorted(set(saved_leaves) - set(template_paths))
+  if extra:
+    return f'leaf {extra[0]} of the checkpoint is not in the template ({len(extra)} extra leaves)'
+  return None
+
+
+def restore(path: str, template: Any, *, network_config: Any = None) -> Checkpoint:
+  """Loads a checkpoint into the structure of `template`, after checking it fits.
+
+  Args:
+    path: a `ckpt_<step>` directory, or a checkpoints directory (its latest is used).
+    template: a pytree with the expected structure, shapes and dtypes (e.g. a freshly
+      initialised TrainingState, or `jax.eval_shape` of one); its values are unused.
+    network_config: if given, must equal the network config stored in the checkpoint.
+  Returns:
+    a `Checkpoint` whose `state` has the template's structure with numpy leaves.
+  Raises:
+    ValueError: no checkpoint at `path`; the network configs differ (listing every
+      differing field); or the first leaf whose path, shape or dtype differs.
+  """
+  if not os.path.isfile(os.path.join(path, METADATA_FILE)):
+    latest = latest_checkpoint(path)
+    if latest is None:
+      raise ValueError(f'No checkpoint at {path!r}: neither a {PREFIX}<step> directory nor a '
+                       'directory that contains one.')
+    path = latest
+  with open(os.path.join(path, METADATA_FILE)) as f:
+    metadata = json.load(f)
+  if metadata.get('format') != FORMAT:
+    raise ValueError(f'{path} has format {metadata.get("format")!r}, expected {FORMAT!r}.')
+
+  problems = []
+  if network_config is not None:
+    differences = _config_differences(metadata.get('network_config'),
+                                      to_json(network_config, 'network_config'))
+    if differences:
+      problems.append('network config differs: ' + '; '.join(differences))
+  items, treedef = _leaf_path_items(template)
+  mismatch = _first_leaf_mismatch(metadata['leaves'], items)
+  if mismatch:
+    problems.append(mismatch)
+  if problems:
+    raise ValueError(f'Checkpoint {path} does not fit the requested state: ' + '. '.join(problems)
+                     + '.')
+
+  with open(os.path.join(path, STATE_FILE), 'rb') as f:
+    arrays = serialization.msgpack_restore(f.read())
+  leaves = []
+  for leaf_path, _ in items:
+    array = np.asarray(arrays[leaf_path])
+    if list(array.shape) != metadata['leaves'][leaf_path][0]:
+      raise ValueError(f'Checkpoint {path} is corrupt: leaf {leaf_path} has shape {array.shape}, '
+                       f'its metadata says {metadata["leaves"][leaf_path][0]}.')
+    leaves.append(array)
+  return Checkpoint(state=jax.tree_util.tree_unflatten(treedef, leaves), step=metadata['step'],
+                    counters=metadata['counters'], config=metadata['config'],
+                    network_config=metadata['network_config'], path=path)
+
+
+class Checkpointer:
+  """Saves a run's checkpoints to `<workdir>/checkpoints` at most every `interval_s` seconds.
+
+  Holds what does not change between saves (configs, keep) for the learner loop:
+  call `maybe_save` after each update, `save` at the end, `restore_latest` at start-up.
+  """
+
+  def __init__(self, workdir: str, *, keep: int = 3, interval_s: float = 600.0,
+               config: Any = None, network_config: Any = None,
+               clock: Callable[[], float] = time.monotonic):
+    if keep < 1:
+      raise ValueError(f'keep must be >= 1, got {keep}.')
+    if interval_s < 0:
+      raise ValueError(f'interval_s must be >= 0, got {interval_s}.')
+    self.directory = checkpoint_dir(workdir)
+    self._keep, self._interval_s, self._clock = keep, interval_s, clock
+    self._config, self._network_config = config, network_config
+    self._last_save = clock()
+
+  def save(self, step: int, state: Any, counters: Optional[dict] = None) -> str:
+    path = save(self.directory, step, state, counters=counters, config=self._config,
+                network_config=self._network_config, keep=self._keep)
+    self._last_save = self._clock()
+    return path
+
+  def maybe_save(self, step: int, state: Any, counters: Optional[dict] = None) -> Optional[str]:
+    """Saves if `interval_s` has passed since the last save (or construction)."""
+    if self._clock() - self._last_save < self._interval_s:
+      return None
+    return self.save(step, state, counters)
+
+  def restore_latest(self, template: Any) -> Optional[Checkpoint]:
+    """The latest checkpoint restored into `template`, or None when there is none yet."""
+    if latest_checkpoint(self.directory) is None:
+      return None
+    return restore(self.directory, template, network_config=self._network_config)
