@@ -1,0 +1,146 @@
+"""End-to-end tests of `python -m s3ta.analysis` on real EnvPool Pong with a small network.
+
+The subcommands run in-process through `cli.main` (one interpreter, a few seconds
+each); one run and the bad-input cases go through a real subprocess to check the
+module entry point, the single error line and the exit status.
+"""
+
+import csv
+import os
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from PIL import Image
+
+from s3ta.analysis import cli, render, rollout
+from s3ta.learning import learner_core, optimizer
+from s3ta.networks import NetworkConfig, make_network
+from s3ta.utils import checkpoint as checkpoint_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _gif(path):
+  image = Image.open(path)
+  return image.n_frames, image.size
+
+
+def _run(argv, capsys):
+  code = cli.main(argv)
+  out = capsys.readouterr()
+  assert code == 0, out.err
+  return out.out
+
+
+def test_save_gif_frame_count_and_size(tmp_path):
+  frames = [np.full((30, 50, 3), i * 40, np.uint8) for i in range(5)]
+  path = render.save_gif(frames, str(tmp_path / 'x.gif'), fps=5)
+  assert _gif(path) == (5, (50, 30))
+  with pytest.raises(ValueError, match='differ in size'):
+    render.save_gif(frames + [np.zeros((31, 50, 3), np.uint8)], str(tmp_path / 'y.gif'))
+
+
+def test_attention_video_and_what_where(tmp_path, capsys):
+  out = _run(['attention-video', f'--out={tmp_path}', '--steps=6', '--every=2'], capsys)
+  assert 'attention_video.gif' in out
+  count, (width, height) = _gif(tmp_path / 'attention_video.gif')
+  assert count == 3  # steps 0, 2, 4
+  assert width == 5 * 160 + 4 * 4 and height > 210  # frame + 4 heads, with captions
+  assert Image.open(tmp_path / 'attention_last_frame.png').size == (width, height)
+
+  _run(['what-where', f'--out={tmp_path}', '--steps=4'], capsys)
+  count, size = _gif(tmp_path / 'what_where.gif')
+  assert count == 4 and size[0] == 5 * 160 + 4 * 4
+  maps = np.load(tmp_path / 'what_where.npz')
+  assert maps['contribution'].shape == (4, 4, 27, 20)
+  assert np.abs(maps['contribution']).max() <= np.log(10) * maps['attention'].max() + 1e-6
+
+
+def test_saliency_and_attention_stats(tmp_path, capsys):
+  _run(['saliency', f'--out={tmp_path}', '--warmup=3', '--stride=30', '--batch=16'], capsys)
+  maps = np.load(tmp_path / 'saliency.npz')
+  assert maps['policy'].shape == maps['value'].shape == (7, 5)  # centres 15, 45, ... < 210, < 160
+  assert maps['attention'].shape == (4, 27, 20)
+  assert Image.open(tmp_path / 'saliency.png').size[0] == 7 * 160 + 6 * 4
+
+  _run(['attention-stats', f'--out={tmp_path}', '--max-steps=5'], capsys)
+  with open(tmp_path / 'attention_entropy.csv') as f:
+    rows = list(csv.reader(f))
+  assert len(rows) == 6 and len(rows[0]) == 5
+  entropies = np.array(rows[1:], float)[:, 1:]
+  assert np.all(entropies > 0) and np.all(entropies <= np.log(27 * 20) + 1e-6)
+  for name in ('attention_marginals.png', 'attention_entropy.png'):
+    assert Image.open(tmp_path / name).size[0] > 300
+
+
+def test_inject_and_hard_attention(tmp_path, capsys):
+  out = _run(['inject', f'--out={tmp_path}', '--before=3', '--inject-steps=2', '--after=2',
+              '--sprite-box=34,16,16,8', '--sprite-step=1', '--inject-at=100,60', '--strip=4'], capsys)
+  assert 'inject_strip.png' in out
+  assert _gif(tmp_path / 'inject.gif')[0] == 7
+  with open(tmp_path / 'inject.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [int(r['injected']) for r in rows] == [0, 0, 0, 1, 1, 0, 0]
+  Image.new('RGB', (6, 4), (255, 0, 0)).save(tmp_path / 'sprite.png')
+  _run(['inject', f'--out={tmp_path}/png', '--before=1', '--inject-steps=1', '--after=0',
+        f'--sprite-png={tmp_path}/sprite.png'], capsys)
+  assert _gif(tmp_path / 'png' / 'inject.gif')[0] == 2
+
+  out = _run(['hard-attention', f'--out={tmp_path}', '--episodes=2', '--thresholds=0,1',
+              '--max-steps-per-episode=5'], capsys)
+  assert 'threshold t' in out and 'cut' in out
+  with open(tmp_path / 'hard_attention.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [float(r['threshold']) for r in rows] == [0.0, 1.0]
+  assert all(int(r['episodes']) == 2 and int(r['steps']) == 5 for r in rows)
+
+
+def _cli(args, cwd):
+  env = dict(os.environ, JAX_PLATFORMS='cpu', TF_CPP_MIN_LOG_LEVEL='2')
+  return subprocess.run([sys.executable, '-m', 's3ta.analysis'] + args, cwd=cwd, env=env,
+                        capture_output=True, text=True, timeout=120)
+
+
+def test_module_entry_point_with_checkpoint(tmp_path):
+  config = NetworkConfig(**rollout.SMALL_NETWORK)
+  network = make_network(config, 6, rollout.ATARI_OBSERVATION_SHAPE)
+  params = rollout.random_params(network, seed=2)
+  state = learner_core.TrainingState(params, optimizer.rmsprop_init(params),
+                                     learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(0))
+  checkpoint_lib.save(str(tmp_path / 'run' / 'checkpoints'), 3, state, network_config=config)
+  result = _cli(['attention-video', f'--checkpoint={tmp_path}/run', f'--out={tmp_path}/out', '--steps=2'],
+                REPO)
+  assert result.returncode == 0, result.stderr
+  assert 'checkpoint' in result.stderr and 'step 3' in result.stderr
+  assert f'wrote {tmp_path}/out/attention_video.gif' in result.stdout
+  assert _gif(tmp_path / 'out' / 'attention_video.gif')[0] == 2
+
+  # A checkpoint of another network (4 actions: not Pong's 6) is rejected in one line.
+  network4 = make_network(config, 4, rollout.ATARI_OBSERVATION_SHAPE)
+  params4 = rollout.random_params(network4)
+  state4 = state._replace(params=params4, opt_state=optimizer.rmsprop_init(params4))
+  checkpoint_lib.save(str(tmp_path / 'other'), 1, state4, network_config=config)
+  result = _cli(['what-where', f'--checkpoint={tmp_path}/other', f'--out={tmp_path}/x'], REPO)
+  _assert_one_error_line(result, 'does not fit')
+
+
+def _assert_one_error_line(result, fragment):
+  assert result.returncode != 0
+  lines = [l for l in result.stderr.splitlines() if l.strip() and 'ym' not in l.lower()[:3]]
+  errors = [l for l in lines if l.startswith('error:')]
+  assert len(errors) == 1 and fragment in errors[0], result.stderr
+  assert 'Traceback' not in result.stderr
+
+
+@pytest.mark.parametrize('args,fragment', [
+    (['saliency', '--checkpoint=/no/such/dir'], 'does not exist'),
+    (['attention-video', '--game=NoSuchGame'], 'Unknown Atari game'),
+    (['hard-attention', '--thresholds=0,1.5'], 'outside [0, 1]'),
+])
+def test_bad_inputs_fail_with_one_error_line(tmp_path, args, fragment):
+  result = _cli(args + [f'--out={tmp_path}/out'], REPO)
+  _assert_one_error_line(result, fragment)
+  assert not os.path.exists(tmp_path / 'out')
