@@ -1,0 +1,109 @@
+"""S3TA expert agent on one Atari game, distributed IMPALA (paper 000, Table 2 and App. A.1).
+
+Usage:
+  python -m launch.train --config=experiments/atari_expert.py[:ARG] --workdir=DIR \
+      [--config.env.game=Breakout] [--config.num_actors=64] ...
+
+ARG: '' (default) = the paper's agent: RGB 210x160 frames, Table 2 sizes, A.1
+hyperparameters, learner on an accelerator; 'cpu' = the same agent sized for a
+CPU-only machine (gray 84x84 frames, fewer actors, smaller batch); any other
+word is an error. Variants are derived from the default below.
+"""
+
+import ml_collections
+
+VARIANTS = ('', 'cpu')
+
+
+def get_config(arg: str = '') -> ml_collections.ConfigDict:
+  arg = (arg or '').strip()
+  if arg not in VARIANTS:
+    raise ValueError(f'Unknown atari_expert variant {arg!r}; valid: {VARIANTS}.')
+  config = ml_collections.ConfigDict()
+  config.seed = 0  # seeds parameters, every actor's PRNG key and every env batch
+
+  config.env = ml_collections.ConfigDict()
+  config.env.game = 'Pong'  # EnvPool game name (any of s3ta.envs.atari.available_games())
+  config.env.num_envs = 8  # environments per actor, stepped as one batch
+  config.env.light_observation = False  # False: RGB 210x160x3 (paper); True: gray 84x84x1
+  config.env.full_action_space = False  # False: the game's minimal action set
+  config.env.frame_skip = 4  # action repeat (A.1): frames per agent step
+  config.env.max_episode_steps = 27_000  # agent steps before truncation (108 000 frames)
+  config.env.noop_max = 30  # up to this many no-ops at episode start
+  config.env.num_threads = 0  # EnvPool threads per actor (0: EnvPool's choice)
+
+  config.network = ml_collections.ConfigDict()  # passed to NetworkConfig.from_dict (Table 2)
+  config.network.kind = 's3ta'  # s3ta | fixed_query | l2_keys | resnet | resnet_lstm
+  config.network.conv_channels = (32, 64)  # vision ConvNet channels
+  config.network.conv_kernels = (8, 4)  # its kernel sizes
+  config.network.conv_strides = (4, 2)  # its strides (SAME): 210x160 -> 27x20
+  config.network.vision_lstm_channels = 128  # ConvLSTM channels (keys + values)
+  config.network.vision_lstm_kernel = 3  # ConvLSTM kernel size
+  config.network.key_channels = 8  # key channels; values get the other 120
+  config.network.num_heads = 4  # attention heads (queries)
+  config.network.basis_frequencies = 4  # spatial basis (2*4)^2 = 64 channels
+  config.network.query_hidden = (256, 128)  # query network MLP (output 4 x 72)
+  config.network.answer_hidden = (512, 256)  # answer processor MLP
+  config.network.lstm_size = 256  # policy core LSTM
+  config.network.head_hidden = 128  # MLP before policy and value heads
+  config.network.dtype = 'float32'  # compute dtype ('bfloat16' for speed on accelerators)
+
+  config.learner = ml_collections.ConfigDict()  # passed to LearnerConfig.from_dict (A.1)
+  config.learner.learning_rate = 2e-4  # RMSProp learning rate
+  config.learner.rmsprop_epsilon = 0.01  # RMSProp epsilon (inside the square root)
+  config.learner.rmsprop_decay = 0.99  # RMSProp decay
+  config.learner.rmsprop_momentum = 0.0  # RMSProp momentum
+  config.learner.entropy_cost = 0.01  # entropy regularisation weight
+  config.learner.baseline_cost = 0.5  # value loss weight
+  config.learner.discount = 0.99  # V-trace discount
+  config.learner.max_abs_reward = 1.0  # rewards clipped to [-1, 1]
+  config.learner.grad_clip = 1280.0  # gradient clip threshold
+  config.learner.grad_clip_mode = 'element'  # element-wise clipping to [-1280, 1280]
+
+  config.unroll_length = 50  # T: items hold T + 1 steps (one-step overlap)
+  config.batch_size = 32  # B: trajectories per learner step
+  config.num_actors = 64  # actor processes (each runs env.num_envs environments)
+  config.queue_size = 128  # Reverb queue capacity in items; bounds actor run-ahead
+  config.actor_max_in_flight_items = 8  # items an actor may have unconfirmed before it blocks
+  config.param_refresh_steps = 20  # actor batch steps between parameter fetches
+  config.param_timeout_s = 10.0  # courier call timeout for parameter fetches
+  config.checkpoint_minutes = 10.0  # minutes between learner checkpoints (also saved at stop)
+  config.max_frames = 200_000_000  # stop after the learner consumed this many frames (0: no limit)
+  config.max_seconds = 0.0  # stop after this much learner wall time (0: no limit)
+  config.max_learner_steps = 0  # stop after this many learner steps (0: no limit)
+  config.log_period_s = 10.0  # seconds between metrics records of every node
+  config.sample_timeout_ms = 1000  # learner waits this long for data before re-checking stop
+
+  config.evaluator = ml_collections.ConfigDict()
+  config.evaluator.enabled = True  # run an evaluator node
+  config.evaluator.period_s = 600.0  # seconds between evaluations
+  config.evaluator.num_episodes = 10  # episodes per evaluation
+  config.evaluator.num_envs = 5  # environments stepped together during evaluation
+  config.evaluator.max_episode_steps = 27_000  # agent steps before an eval episode is cut
+  config.evaluator.greedy = False  # False: sample actions like the actors; True: argmax
+
+  config.resources = ml_collections.ConfigDict()  # cluster (Vertex AI) per-node resources
+  config.resources.actor_cpu = 4  # vCPUs per actor
+  config.resources.actor_memory_gib = 8  # memory per actor
+  config.resources.learner_cpu = 8  # vCPUs of the learner host
+  config.resources.learner_memory_gib = 64  # memory of the learner host
+  config.resources.learner_accelerator = 'nvidia-tesla-a100'  # xm accelerator name ('' for CPU)
+  config.resources.learner_accelerator_count = 1  # accelerators of the learner
+  config.resources.replay_cpu = 8  # vCPUs of the Reverb node
+  config.resources.replay_memory_gib = 32  # memory of the Reverb node
+  config.resources.evaluator_cpu = 4  # vCPUs of the evaluator
+  config.resources.evaluator_memory_gib = 8  # memory of the evaluator
+
+  if arg == 'cpu':
+    config.env.light_observation = True
+    config.env.num_envs = 4
+    config.num_actors = 2
+    config.batch_size = 8
+    config.unroll_length = 20
+    config.queue_size = 32
+    config.max_frames = 10_000_000
+    config.evaluator.num_episodes = 2
+    config.evaluator.num_envs = 2
+    config.resources.learner_accelerator = ''
+    config.resources.learner_accelerator_count = 0
+  return config

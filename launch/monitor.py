@@ -1,0 +1,138 @@
+"""Follows a running program through `<workdir>/metrics.jsonl`: progress lines and the summary.
+
+Every node appends labelled records there (`s3ta.utils.metrics.MetricsWriter`):
+`learner` (steps, consumed frames, queue size, policy lag, final stop reason),
+`actor_<i>` (generated frames, episodes, returns, stage timers) and `evaluator`
+(returns, human-normalised score). The launcher reads them; nothing else does.
+"""
+
+import collections
+import json
+import os
+from typing import Optional
+
+import numpy as np
+
+from s3ta.utils import metrics
+
+
+class RunMonitor:
+  """Incrementally reads metrics.jsonl (from its size at construction, unless `from_start`)."""
+
+  def __init__(self, workdir: str, queue_size: int, from_start: bool = False,
+               return_window: int = 100):
+    self.path = os.path.join(workdir, metrics.JSONL_FILE)
+    self._offset = 0
+    if not from_start and os.path.exists(self.path):
+      self._offset = os.path.getsize(self.path)
+    self._queue_size = queue_size
+    self.latest: dict[str, dict] = {}
+    self.first: dict[str, dict] = {}
+    self.records: list[dict] = []
+    self._returns = collections.deque(maxlen=return_window)  # (count, mean) windows
+
+  def poll(self) -> int:
+    """Reads complete new lines; returns how many records arrived."""
+    if not os.path.exists(self.path):
+      return 0
+    with open(self.path, 'rb') as f:
+      f.seek(self._offset)
+      data = f.read()
+    end = data.rfind(b'\n')
+    if end < 0:
+      return 0
+    self._offset += end + 1
+    count = 0
+    for line in data[:end].decode('utf-8', 'replace').splitlines():
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      label = record.get('label', '?')
+      self.first.setdefault(label, record)
+      self.latest[label] = record
+      self.records.append(record)
+      if label.startswith('actor_') and record.get('window_episodes'):
+        self._returns.append((record['window_episodes'], record.get('window_return_mean')))
+      count += 1
+    return count
+
+  def actors(self) -> list[dict]:
+    return [r for label, r in sorted(self.latest.items()) if label.startswith('actor_')]
+
+  def snapshot(self) -> dict:
+    """Totals right now: frames, learner steps, episodes, mean return, queue fill, lag."""
+    actors = self.actors()
+    learner = self.latest.get('learner', {})
+    windows = [(n, m) for n, m in self._returns if m is not None]
+    count = sum(n for n, _ in windows)
+    mean_return = sum(n * m for n, m in windows) / count if count else None
+    queue = learner.get('queue_size')
+    return dict(
+        frames=int(sum(a.get('frames', 0) for a in actors)),
+        learner_steps=int(learner.get('learner_steps', 0)),
+        learner_frames=int(learner.get('learner_frames', 0)),
+        param_version=learner.get('param_version'),
+        episodes=int(sum(a.get('episodes', 0) for a in actors)),
+        mean_return=mean_return,
+        queue_fill=(queue / self._queue_size) if queue is not None and queue >= 0 else None,
+        policy_lag=learner.get('policy_lag'),
+        num_actors_reporting=len(actors),
+        actor_param_versions=[a.get('param_version') for a in actors],
+        evaluation=self.latest.get('evaluator'))
+
+  def final_learner_record(self) -> Optional[dict]:
+    finals = [r for r in self.records if r.get('label') == 'learner' and r.get('final')]
+    return finals[-1] if finals else None
+
+  def end_to_end_frames_per_s(self) -> Optional[float]:
+    """Generated frames/s over the window in which every actor reported (steady state)."""
+    actors = [label for label in self.latest if label.startswith('actor_')]
+    if not actors:
+      return None
+    spans = []
+    for label in actors:
+      rows = [r for r in self.records if r.get('label') == label and 'frames' in r]
+      if len(rows) >= 2:
+        spans.append((rows[0]['time'], rows[0]['frames'], rows[-1]['time'], rows[-1]['frames']))
+    if not spans:
+      return None
+    return float(sum((f1 - f0) / max(t1 - t0, 1e-9) for t0, f0, t1, f1 in spans))
+
+  def progress_kwargs(self) -> dict:
+    s = self.snapshot()
+    return dict(frames=s['frames'], learner_steps=s['learner_steps'], episodes=s['episodes'],
+                mean_return=s['mean_return'], queue_fill=s['queue_fill'],
+                policy_lag=s['policy_lag'])
+
+
+def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]) -> str:
+  s = monitor.snapshot()
+  final = monitor.final_learner_record() or {}
+  lines = ['=' * 72, 'Run summary',
+           f'  wall time          {wall_s:.1f} s',
+           f'  stop reason        {final.get("stop_reason", "unknown (no final learner record)")}',
+           f'  actor frames       {s["frames"]:,} ({s["num_actors_reporting"]} actors reported)',
+           f'  learner steps      {s["learner_steps"]:,} (consumed {s["learner_frames"]:,} frames)',
+           f'  param version      {s["param_version"]} (actors last used {s["actor_param_versions"]})',
+           f'  episodes           {s["episodes"]:,}'
+           + (f', mean return {s["mean_return"]:.2f}' if s['mean_return'] is not None else '')]
+  e2e = monitor.end_to_end_frames_per_s()
+  if e2e is not None:
+    lines.append(f'  actor frames/s     {e2e:,.0f} (all actors, steady state)')
+  if s['policy_lag'] is not None:
+    lines.append(f'  policy lag         {s["policy_lag"]:.1f} learner steps (last window)')
+  ev = s['evaluation']
+  if ev:
+    hns = ev.get('human_normalized_score')
+    lines.append(f'  last evaluation    mean return {ev.get("mean_return")} over '
+                 f'{ev.get("episodes")} episodes ({ev.get("truncated")} cut)'
+                 + (f', human-normalised {100 * hns:.1f}%' if hns is not None else ''))
+  lines.append(f'  checkpoint         {checkpoint or "none"}')
+  lines.append('=' * 72)
+  return '\n'.join(lines)
+
+
+def mean_or_none(values) -> Optional[float]:
+  values = [v for v in values if v is not None]
+  return float(np.mean(values)) if values else None

@@ -1,0 +1,291 @@
+"""The distributed S3TA/IMPALA program: `make_program(config, workdir) -> lp.Program`.
+
+Nodes (each its own process under `local_mp`):
+
+- `replay`: a Reverb server with one FIFO queue table (`s3ta/replay/queue.py`); its
+  `Queue` rate limiter blocks actors when full (bounded policy lag), never drops.
+- `learner`: samples [B] batches of T + 1-step items, runs the jitted `sgd_step` on
+  the best device JAX sees, serves `get_params()` over courier, checkpoints into
+  `<workdir>/checkpoints` (and resumes from there), and ends the program with
+  `lp.stop()` when its stop condition (max frames / steps / seconds) is met.
+- `actor` x N: an EnvPool batch + CPU-jitted policy each, one PRNG key each.
+- `evaluator` (optional): periodic episodes with the latest parameters.
+
+Everything a node needs is built inside it by the nested `build_*` closures
+(DESIGN.md §5.6); only the config, workdir and per-actor keys cross processes.
+Every node writes metrics to `<workdir>/metrics.jsonl` (`s3ta.utils.metrics`).
+"""
+
+import functools
+import os
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+LABELS = ('replay', 'learner', 'actor', 'evaluator')
+
+# Environment variables of node processes that should not see an accelerator.
+CPU_NODE_ENV = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': '', 'TF_CPP_MIN_LOG_LEVEL': '2'}
+
+
+# ------------------------------------------------------------------ config checks
+def validate_config(config) -> None:
+  """Raises ValueError naming the first bad value (before anything is launched)."""
+  from s3ta.envs import atari  # pylint: disable=g-import-not-at-top
+  from s3ta.learning import LearnerConfig  # pylint: disable=g-import-not-at-top
+  from s3ta.networks import NetworkConfig  # pylint: disable=g-import-not-at-top
+
+  atari.validate_game(config.env.game)
+  positive = {
+      'num_actors': config.num_actors, 'unroll_length': config.unroll_length,
+      'batch_size': config.batch_size, 'queue_size': config.queue_size,
+      'env.num_envs': config.env.num_envs, 'env.frame_skip': config.env.frame_skip,
+      'env.max_episode_steps': config.env.max_episode_steps,
+      'param_refresh_steps': config.param_refresh_steps,
+  }
+  for name, value in positive.items():
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+      raise ValueError(f'config.{name} must be an integer >= 1, got {value!r}.')
+  non_negative = {
+      'max_frames': config.max_frames, 'max_seconds': config.max_seconds,
+      'max_learner_steps': config.max_learner_steps, 'env.num_threads': config.env.num_threads,
+      'actor_max_in_flight_items': config.actor_max_in_flight_items,
+      'checkpoint_minutes': config.checkpoint_minutes,
+  }
+  for name, value in non_negative.items():
+    if value < 0:
+      raise ValueError(f'config.{name} must be >= 0, got {value!r}.')
+  for name in ('param_timeout_s', 'log_period_s'):
+    if config[name] <= 0:
+      raise ValueError(f'config.{name} must be > 0, got {config[name]!r}.')
+  if config.sample_timeout_ms < 1:
+    raise ValueError(f'config.sample_timeout_ms must be >= 1, got {config.sample_timeout_ms!r}.')
+  if config.queue_size < config.batch_size:
+    raise ValueError(f'config.queue_size ({config.queue_size}) must be >= config.batch_size '
+                     f'({config.batch_size}): the learner could never fill a batch.')
+  if not (config.max_frames or config.max_seconds or config.max_learner_steps):
+    raise ValueError('Set at least one of config.max_frames, config.max_seconds, '
+                     'config.max_learner_steps > 0, or the run never ends.')
+  if config.evaluator.enabled:
+    for name in ('num_episodes', 'num_envs'):
+      if config.evaluator[name] < 1:
+        raise ValueError(f'config.evaluator.{name} must be >= 1, got {config.evaluator[name]!r}.')
+    if config.evaluator.period_s <= 0:
+      raise ValueError(f'config.evaluator.period_s must be > 0, got {config.evaluator.period_s!r}.')
+    if config.evaluator.max_episode_steps < 0:
+      raise ValueError('config.evaluator.max_episode_steps must be >= 0, got '
+                       f'{config.evaluator.max_episode_steps!r}.')
+  NetworkConfig.from_dict(config.network)  # unknown fields / bad sizes
+  LearnerConfig.from_dict(config.learner)
+
+
+# ------------------------------------------------------------------ shared builders
+def make_env(env_config, num_envs: int, seed: int, max_episode_steps: Optional[int] = None):
+  """The actors'/evaluator's AtariEnv batch."""
+  from s3ta.envs.atari import AtariEnv  # pylint: disable=g-import-not-at-top
+  return AtariEnv(env_config.game, num_envs, seed,
+                  light_observation=env_config.light_observation,
+                  full_action_space=env_config.full_action_space,
+                  frame_skip=env_config.frame_skip, noop_max=env_config.noop_max,
+                  max_episode_steps=max_episode_steps or env_config.max_episode_steps,
+                  num_threads=env_config.num_threads)
+
+
+@functools.lru_cache(maxsize=None)
+def _env_spec_cached(game: str, light: bool, full_action_space: bool) -> tuple[int, tuple]:
+  from s3ta.envs.atari import AtariEnv, validate_game  # pylint: disable=g-import-not-at-top
+  from s3ta.envs import atari  # pylint: disable=g-import-not-at-top
+  env = AtariEnv(validate_game(game), 1, 0, light_observation=light,
+                 full_action_space=full_action_space, num_threads=1)
+  spec = env.num_actions, tuple(atari.LIGHT_SHAPE if light else atari.RGB_SHAPE)
+  env.close()
+  return spec
+
+
+def env_spec(env_config) -> tuple[int, tuple]:
+  """(num_actions, observation_shape) of the configured game."""
+  return _env_spec_cached(env_config.game, bool(env_config.light_observation),
+                          bool(env_config.full_action_space))
+
+
+def make_metrics_logger(workdir: str, label: str, step_key: str, frames_key: Optional[str] = None,
+                        tensorboard: bool = False) -> Callable[[dict], None]:
+  """callable(record dict) → one `MetricsWriter` line (non-scalar / None values dropped)."""
+  from s3ta.utils.metrics import MetricsWriter  # pylint: disable=g-import-not-at-top
+  writer = MetricsWriter(workdir, label, tensorboard=tensorboard)
+
+  def log(record: dict) -> None:
+    values = {}
+    for key, value in record.items():
+      if key in ('time', 'label', 'step', 'frames') or value is None:
+        continue
+      if isinstance(value, (bool, np.bool_)):
+        value = int(value)
+      if isinstance(value, (int, float, np.integer, np.floating)):
+        values[key] = value
+    step = int(record.get(step_key) or 0)
+    frames = record.get(frames_key) if frames_key else None
+    writer.write(step, values, frames=None if frames is None else int(frames))
+    writer.flush()
+
+  return log
+
+
+def actor_keys(seed: int, num_actors: int) -> np.ndarray:
+  """One PRNG key per actor (+ learner and evaluator keys at the end), as uint32 [N + 2, 2]."""
+  import jax  # pylint: disable=g-import-not-at-top
+  return np.asarray(jax.random.split(jax.random.PRNGKey(seed), num_actors + 2))
+
+
+def actor_env_seed(seed: int, actor_id: int, num_envs: int) -> int:
+  """Env seeds never overlap between actors (EnvPool seeds env i with seed + i)."""
+  return int(seed) * 1_000_003 % 2**30 + (actor_id + 1) * max(num_envs, 1) * 17
+
+
+# ------------------------------------------------------------------ the program
+def make_program(config, workdir: str):
+  """Builds (does not launch) the Launchpad program for `config`, writing into `workdir`."""
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
+
+  validate_config(config)
+  workdir = os.path.abspath(workdir)
+  config = config.copy_and_resolve_references() if hasattr(
+      config, 'copy_and_resolve_references') else config
+  num_actions, observation_shape = env_spec(config.env)
+  keys = actor_keys(config.seed, config.num_actors)
+  frames_per_step = int(config.env.frame_skip)
+
+  def build_network():
+    from s3ta.networks import make_network  # pylint: disable=g-import-not-at-top
+    return make_network(config.network.to_dict(), num_actions, observation_shape)
+
+  def build_replay_tables():
+    from s3ta.replay import make_queue_tables_fn  # pylint: disable=g-import-not-at-top
+    return make_queue_tables_fn(build_network, config.unroll_length, config.queue_size)()
+
+  def build_replay_checkpointer():
+    import reverb  # pylint: disable=g-import-not-at-top
+    # Trap 6: without a checkpointer every reverb.Server makes a /tmp dir.
+    return reverb.checkpointers.DefaultCheckpointer(path=os.path.join(workdir, 'reverb'))
+
+  def build_learner(replay_client):
+    import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    from s3ta.learning.learner import Learner  # pylint: disable=g-import-not-at-top
+    from s3ta.utils.checkpoint import Checkpointer  # pylint: disable=g-import-not-at-top
+    stop_event = lp.stop_event()
+    checkpointer = Checkpointer(workdir, interval_s=60.0 * config.checkpoint_minutes or 1e18,
+                                config=config, network_config=config.network.to_dict())
+    learner = Learner(
+        build_network(), config.learner.to_dict(), batch_size=config.batch_size,
+        unroll_length=config.unroll_length, frames_per_step=frames_per_step,
+        rng_key=keys[config.num_actors], server_address=replay_client.server_address,
+        should_stop=stop_event.is_set, stop_program=lp.stop, checkpointer=checkpointer,
+        logger=make_metrics_logger(workdir, 'learner', 'learner_steps', 'learner_frames',
+                                   tensorboard=True),
+        max_frames=config.max_frames, max_seconds=config.max_seconds,
+        max_steps=config.max_learner_steps, log_period_s=config.log_period_s,
+        sample_timeout_ms=config.sample_timeout_ms)
+    if learner.resumed_from:
+      print(f'[learner] resumed from {learner.resumed_from}: {learner.get_counts()}', flush=True)
+    return learner
+
+  def build_actor(actor_id: int, replay_client, learner_client):
+    import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    from s3ta.acting.actor import Actor, CourierParamsSource  # pylint: disable=g-import-not-at-top
+    from s3ta.replay import TrajectoryQueueWriter  # pylint: disable=g-import-not-at-top
+    stop_event = lp.stop_event()
+    env = make_env(config.env, config.env.num_envs,
+                   actor_env_seed(config.seed, actor_id, config.env.num_envs))
+    writer = TrajectoryQueueWriter(replay_client, config.actor_max_in_flight_items,
+                                   should_stop=stop_event.is_set)
+    return Actor(actor_id, env, build_network(), CourierParamsSource(learner_client), writer,
+                 unroll_length=config.unroll_length, rng_key=keys[actor_id],
+                 param_refresh_steps=config.param_refresh_steps, should_stop=stop_event.is_set,
+                 logger=make_metrics_logger(workdir, f'actor_{actor_id}', 'env_steps', 'frames'),
+                 log_period_s=config.log_period_s, frames_per_step=frames_per_step)
+
+  def build_evaluator(learner_client):
+    import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    from s3ta.acting.actor import CourierParamsSource  # pylint: disable=g-import-not-at-top
+    from s3ta.acting.evaluator import Evaluator  # pylint: disable=g-import-not-at-top
+    stop_event = lp.stop_event()
+    ev = config.evaluator
+    env = make_env(config.env, ev.num_envs,
+                   actor_env_seed(config.seed, config.num_actors, config.env.num_envs),
+                   max_episode_steps=ev.max_episode_steps or None)
+    return Evaluator(env, build_network(), CourierParamsSource(learner_client),
+                     game=config.env.game, rng_key=keys[config.num_actors + 1],
+                     period_s=ev.period_s, num_episodes=ev.num_episodes, greedy=ev.greedy,
+                     max_episode_steps=ev.max_episode_steps, should_stop=stop_event.is_set,
+                     wait=lp.wait_for_stop,
+                     logger=make_metrics_logger(workdir, 'evaluator', 'param_version',
+                                                tensorboard=True))
+
+  program = lp.Program('s3ta')
+  with program.group('replay'):
+    replay = program.add_node(lp.ReverbNode(build_replay_tables,
+                                            checkpoint_ctor=build_replay_checkpointer))
+  with program.group('learner'):
+    learner = program.add_node(lp.CourierNode(build_learner, replay))
+  # Trap 2: courier clients otherwise wait for a dead learner forever.
+  learner.set_client_kwargs(call_timeout=float(config.param_timeout_s))
+  with program.group('actor'):
+    for actor_id in range(config.num_actors):
+      program.add_node(lp.PyClassNode(build_actor, actor_id, replay, learner))
+  if config.evaluator.enabled:
+    with program.group('evaluator'):
+      program.add_node(lp.PyClassNode(build_evaluator, learner))
+  return program
+
+
+# ------------------------------------------------------------------ resources
+def local_resources(config) -> dict:
+  """Per-group `local_mp` process settings: everything but the learner is CPU-only."""
+  from launchpad.nodes.python.local_multi_processing import PythonProcess  # pylint: disable=g-import-not-at-top
+  resources = {label: PythonProcess(env=dict(CPU_NODE_ENV))
+               for label in ('replay', 'actor', 'evaluator')}
+  resources['learner'] = PythonProcess(env={'TF_CPP_MIN_LOG_LEVEL': '2'})
+  del config
+  return resources
+
+
+def resource_spec(config) -> dict:
+  """Per-group cluster resources from `config.resources` (plain dicts; no xmanager needed)."""
+  r = config.resources
+  spec = {
+      'replay': {'cpu': r.replay_cpu, 'memory_gib': r.replay_memory_gib},
+      'learner': {'cpu': r.learner_cpu, 'memory_gib': r.learner_memory_gib},
+      'actor': {'cpu': r.actor_cpu, 'memory_gib': r.actor_memory_gib},
+  }
+  if r.learner_accelerator:
+    spec['learner']['accelerator'] = r.learner_accelerator
+    spec['learner']['accelerator_count'] = int(r.learner_accelerator_count)
+  if config.evaluator.enabled:
+    spec['evaluator'] = {'cpu': r.evaluator_cpu, 'memory_gib': r.evaluator_memory_gib}
+  for label, values in spec.items():
+    for key, value in values.items():
+      if key != 'accelerator' and value < 1:
+        raise ValueError(f'config.resources for {label!r}: {key} must be >= 1, got {value!r}.')
+  return spec
+
+
+def xm_resources(config, code_directory: str, requirements: str) -> dict:
+  """`xm_resources` for `lp.launch(..., launch_type='vertex_ai')`: a DockerConfig per group.
+
+  Needs the `xmanager` package (not part of the pinned local set: install it on the
+  machine that submits cluster jobs) and a configured GCP project.
+  """
+  try:
+    from xmanager import xm  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise ImportError('The Vertex AI launch needs the xmanager package (pip install '
+                      'xmanager) and a GCP project (see launch/train.py).') from e
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
+  resources = {}
+  for label, spec in resource_spec(config).items():
+    requirements_kwargs = {'cpu': spec['cpu'], 'memory': spec['memory_gib'] * xm.GiB}
+    if spec.get('accelerator'):
+      requirements_kwargs[spec['accelerator']] = spec['accelerator_count']
+    resources[label] = lp.DockerConfig(code_directory, requirements,
+                                       hw_requirements=xm.JobRequirements(**requirements_kwargs))
+  return resources

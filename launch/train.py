@@ -1,0 +1,199 @@
+"""Launches distributed S3TA/IMPALA training from the command line.
+
+Local (one machine, every node its own process):
+
+  python -m launch.train --config=experiments/smoke.py --workdir=/tmp/s3ta_smoke
+  python -m launch.train --config=experiments/atari_expert.py:cpu --workdir=DIR \
+      --config.env.game=Breakout --config.num_actors=4
+
+Cluster (Vertex AI through XManager, Launchpad 0.5.2's cluster launch type; needs
+`pip install xmanager`, Docker and a GCP project — see README):
+
+  python -m launch.train --config=experiments/atari_expert.py --workdir=gs://BUCKET/run \
+      --launch_type=vertex_ai
+
+Per-node resources come from `config.resources` (actors CPU-only, learner with
+an accelerator). The config is validated before anything starts; a bad value
+prints one error line and exits with status 2. While a local run goes, a
+progress line is printed every `--progress_period_s`; at exit a summary. Exit
+status: 0 when the learner reached its stop condition, 1 when a node failed,
+130 on Ctrl-C.
+
+Workdir layout: checkpoints/ (learner, atomic; a rerun resumes from the
+latest), metrics.jsonl + tensorboard/ (every node), logs/ (each node's stdout
+and stderr, LAUNCHPAD_LOGGING_DIR), reverb/ (Reverb checkpointer), tmp/
+(Launchpad's job files, TMPDIR of every node).
+"""
+
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
+
+from absl import app, flags  # pylint: disable=g-import-not-at-top
+from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+
+_CONFIG = config_flags.DEFINE_config_file(
+    'config', None, 'Experiment config file, e.g. experiments/smoke.py[:arg].')
+_WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, metrics and logs.')
+_LAUNCH_TYPE = flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'vertex_ai'],
+                                 'local_mp: every node a local process; vertex_ai: cluster.')
+_TERMINAL = flags.DEFINE_string(
+    'terminal', 'output_to_files',
+    "local_mp: where node output goes ('output_to_files' into <workdir>/logs, or "
+    "'current_terminal').")
+_PROGRESS_S = flags.DEFINE_float('progress_period_s', 10.0, 'Seconds between progress lines.')
+_STARTUP_GRACE_S = flags.DEFINE_float(
+    'startup_grace_s', 180.0,
+    'The launcher stops the program if it runs this long past config.max_seconds.')
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _error(message: str) -> None:
+  print(f'error: {message}', file=sys.stderr, flush=True)
+  sys.exit(2)
+
+
+def _prepare_workdir(workdir: str) -> dict:
+  """Creates the workdir layout and points every tmp/log location into it (traps 5, 6)."""
+  paths = {name: os.path.join(workdir, name) for name in ('logs', 'tmp', 'checkpoints')}
+  for path in paths.values():
+    os.makedirs(path, exist_ok=True)
+  os.environ['LAUNCHPAD_LOGGING_DIR'] = paths['logs']  # read when launchpad is imported
+  os.environ['TMPDIR'] = paths['tmp']  # inherited by nodes (Reverb, TF, JAX temp files)
+  tempfile.tempdir = paths['tmp']  # Launchpad's job.pkl dirs (mkdtemp in this process)
+  python_path = os.environ.get('PYTHONPATH', '')
+  if REPO_ROOT not in python_path.split(os.pathsep):
+    os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (REPO_ROOT, python_path) if p)
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  return paths
+
+
+def _leftover_processes(root_pid: int, workdir: str) -> list:
+  import psutil  # pylint: disable=g-import-not-at-top
+  found = {}
+  try:
+    for p in psutil.Process(root_pid).children(recursive=True):
+      found[p.pid] = p
+  except psutil.NoSuchProcess:
+    pass
+  for p in psutil.process_iter(['pid', 'cmdline']):
+    try:
+      if p.pid != root_pid and any(workdir in arg for arg in (p.info['cmdline'] or [])):
+        found[p.pid] = p
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+      pass
+  return list(found.values())
+
+
+def run_local(config, workdir: str) -> int:
+  """Launches with local_mp, prints progress, waits, prints the summary; returns the exit code."""
+  import launchpad as lp  # pylint: disable=g-import-not-at-top  (after LAUNCHPAD_LOGGING_DIR)
+  from launch import monitor as monitor_lib  # pylint: disable=g-import-not-at-top
+  from launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  from s3ta.utils import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
+  from s3ta.utils.metrics import ProgressPrinter  # pylint: disable=g-import-not-at-top
+
+  start = time.time()
+  monitor = monitor_lib.RunMonitor(workdir, config.queue_size)
+  program = program_lib.make_program(config, workdir)
+  print(f'[launch] {config.num_actors} actors x {config.env.num_envs} {config.env.game} envs, '
+        f'unroll {config.unroll_length}, batch {config.batch_size}, queue {config.queue_size}; '
+        f'node logs in {os.path.join(workdir, "logs")}', flush=True)
+  manager = lp.launch(program, launch_type='local_mp',
+                      local_resources=program_lib.local_resources(config),
+                      terminal=_TERMINAL.value)
+  failure = []
+  interrupted = []
+
+  def wait():
+    try:
+      manager.wait()
+    except BaseException as e:  # pylint: disable=broad-except
+      failure.append(e)
+
+  waiter = threading.Thread(target=wait, daemon=True)
+  waiter.start()
+  previous_sigint = signal.getsignal(signal.SIGINT)
+
+  def on_sigint(sig, frame):
+    interrupted.append(True)
+    if callable(previous_sigint):
+      previous_sigint(sig, frame)
+
+  signal.signal(signal.SIGINT, on_sigint)
+  printer = ProgressPrinter(_PROGRESS_S.value)
+  guard_sent = False
+  while waiter.is_alive():
+    waiter.join(0.5)
+    monitor.poll()
+    printer.update(**monitor.progress_kwargs())
+    limit = config.max_seconds + _STARTUP_GRACE_S.value if config.max_seconds else 0
+    if limit and not guard_sent and time.time() - start > limit:
+      print('[launch] the program ran past max_seconds + grace: stopping it.', flush=True)
+      os.kill(os.getpid(), signal.SIGTERM)  # the worker manager stops every node
+      guard_sent = True
+  monitor.poll()
+  wall = time.time() - start
+  checkpoint = checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(workdir))
+  print(monitor_lib.format_summary(monitor, wall, checkpoint), flush=True)
+
+  leftovers = _leftover_processes(os.getpid(), workdir)
+  for p in leftovers:  # only our own children / this run's nodes
+    try:
+      p.kill()
+    except Exception:  # pylint: disable=broad-except
+      pass
+  if leftovers:
+    print(f'[launch] killed {len(leftovers)} leftover process(es).', flush=True)
+  if interrupted:
+    print('[launch] interrupted by the user.', flush=True)
+    return 130
+  if failure:
+    print(f'[launch] a node failed: {failure[0]}; see {os.path.join(workdir, "logs")}.',
+          file=sys.stderr, flush=True)
+    return 1
+  if monitor.final_learner_record() is None:
+    print('[launch] the learner did not finish cleanly; see its log in '
+          f'{os.path.join(workdir, "logs")}.', file=sys.stderr, flush=True)
+    return 1
+  return 0
+
+
+def run_vertex_ai(config, workdir: str) -> int:
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
+  from launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  program = program_lib.make_program(config, workdir)
+  resources = program_lib.xm_resources(config, REPO_ROOT, os.path.join(REPO_ROOT,
+                                                                       'requirements.txt'))
+  lp.launch(program, launch_type='vertex_ai', xm_resources=resources)
+  return 0
+
+
+def main(argv):
+  if len(argv) > 1:
+    _error(f'unexpected arguments {argv[1:]}.')
+  config = _CONFIG.value
+  if config is None:
+    _error('--config is required, e.g. --config=experiments/smoke.py.')
+  if not _WORKDIR.value:
+    _error('--workdir is required.')
+  from launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  try:
+    program_lib.validate_config(config)
+  except ValueError as e:
+    _error(f'invalid config: {e}')
+  if _LAUNCH_TYPE.value == 'vertex_ai':
+    sys.exit(run_vertex_ai(config, _WORKDIR.value))
+  workdir = os.path.abspath(_WORKDIR.value)
+  _prepare_workdir(workdir)
+  sys.exit(run_local(config, workdir))
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,201 @@
+"""The distributed actor loop: a batch of environments → jitted policy → Reverb items.
+
+One side-effecting loop around the pure `select_action` (DESIGN.md §5.3). Each
+actor keeps the recurrent state of each of its E environments across unrolls,
+cuts [T + 1, E] unrolls with `UnrollAccumulator` (one-step overlap), and writes
+one Reverb item per environment (see `s3ta/replay/queue.py`). Parameters come
+from the learner every `param_refresh_steps` steps; every blocking call (Reverb
+flush, courier call) has a timeout and re-checks the stop signal (traps 2 and 3).
+Per-stage timers (env, inference, write, params) go into the metrics records.
+"""
+
+import time
+from typing import Any, Callable, Optional
+
+import jax
+import numpy as np
+
+from s3ta.acting.actor_core import make_select_action
+from s3ta.acting.unroll import UnrollAccumulator
+from s3ta.envs.base import EnvStep, EpisodeTracker
+from s3ta.networks import AgentInput
+from s3ta.replay import queue as replay
+
+
+def agent_input(env_step: EnvStep, prev_action: np.ndarray) -> AgentInput:
+  """What the agent sees: previous action and reward are zeroed at episode starts."""
+  first = np.asarray(env_step.is_first, bool)
+  return AgentInput(observation=env_step.observation,
+                    prev_action=np.where(first, 0, prev_action).astype(np.int32),
+                    prev_reward=np.where(first, 0.0, env_step.reward).astype(np.float32),
+                    is_first=first)
+
+
+class CourierParamsSource:
+  """Fetches `{'version', 'params'}` from the learner over courier, never forever.
+
+  The client must be built with a `call_timeout` (trap 2); failed calls return
+  None so the caller keeps acting with the params it has and retries later.
+  """
+
+  def __init__(self, learner_client):
+    self._learner = learner_client
+
+  def __call__(self) -> Optional[tuple[int, Any]]:
+    try:
+      reply = self._learner.get_params()
+    except Exception:  # pylint: disable=broad-except  (timeouts, learner gone)
+      return None
+    return int(reply['version']), reply['params']
+
+
+def wait_for_params(source: Callable[[], Optional[tuple[int, Any]]],
+                    should_stop: Callable[[], bool], retry_s: float = 0.5):
+  """Blocks until `source` answers; None if the program stops first."""
+  while not should_stop():
+    result = source()
+    if result is not None:
+      return result
+    time.sleep(retry_s)
+  return None
+
+
+class Actor:
+  """Runs E environments with the latest learner parameters and fills the queue.
+
+  Args:
+    actor_id: index of this actor (goes into each item's `meta`).
+    env: a BatchedEnv with E environments.
+    network: the agent `Network`.
+    params_source: () -> (version, params) or None (see `CourierParamsSource`).
+    writer: `TrajectoryQueueWriter`, or None to only return trajectories (tests).
+    unroll_length: T.
+    rng_key: this actor's PRNG key (one per actor).
+    param_refresh_steps: environment steps (of the batch) between parameter fetches.
+    should_stop: True when the program is stopping.
+    logger: callable(dict) for metrics records, or None.
+    log_period_s: seconds between metrics records.
+    frames_per_step: environment frames per agent step (action repeat), for counting.
+    on_trajectory: optional callback(trajectory, versions, agent_state_before_step0)
+      for tests and benchmarks.
+  """
+
+  def __init__(self, actor_id: int, env, network, params_source, writer, *, unroll_length: int,
+               rng_key, param_refresh_steps: int = 20,
+               should_stop: Callable[[], bool] = lambda: False,
+               logger: Optional[Callable[[dict], None]] = None, log_period_s: float = 10.0,
+               frames_per_step: int = 1, on_trajectory: Optional[Callable] = None):
+    if param_refresh_steps < 1:
+      raise ValueError(f'param_refresh_steps must be >= 1, got {param_refresh_steps}.')
+    self._id = actor_id
+    self._env = env
+    self._network = network
+    self._params_source = params_source
+    self._writer = writer
+    self._unroll_length = unroll_length
+    self._rng = jax.device_put(np.asarray(rng_key, np.uint32), jax.devices('cpu')[0])
+    self._refresh = param_refresh_steps
+    self._should_stop = should_stop
+    self._logger = logger
+    self._log_period_s = log_period_s
+    self._frames_per_step = frames_per_step
+    self._on_trajectory = on_trajectory
+    self._cpu = jax.devices('cpu')[0]
+    self._select_action = make_select_action(network, device=self._cpu)
+    self.env_steps = 0  # agent steps of the batch (x E x frames_per_step = frames)
+    self.unrolls = 0
+    self.episode_returns: list[float] = []
+    self.param_version = -1
+
+  def _fetch(self, block: bool) -> bool:
+    result = (wait_for_params(self._params_source, self._should_stop) if block
+              else self._params_source())
+    if result is None:
+      return False
+    version, params = result
+    if version != self.param_version:
+      self.param_version = version
+      self._params = jax.device_put(params, self._cpu)
+    return True
+
+  def run(self, max_unrolls: Optional[int] = None) -> None:
+    """Acts until stopped (or `max_unrolls` unrolls were cut, for tests)."""
+    if not self._fetch(block=True):
+      return
+    env, num_envs = self._env, self._env.num_envs
+    accumulator = UnrollAccumulator(self._unroll_length)
+    tracker = EpisodeTracker(num_envs)
+    versions: list[int] = []
+    timers = dict(env_s=0.0, inference_s=0.0, write_s=0.0, params_s=0.0)
+    window_returns: list[float] = []
+    start = last_log = time.time()
+    steps_at_log = 0
+
+    t0 = time.time()
+    env_step = env.reset()
+    timers['env_s'] += time.time() - t0
+    agent_state = jax.device_put(self._network.initial_state(num_envs), self._cpu)
+    prev_action = np.zeros(num_envs, np.int32)
+    while not self._should_stop():
+      t0 = time.time()
+      self._rng, key = jax.random.split(self._rng)
+      inputs = agent_input(env_step, prev_action)
+      out, next_state = self._select_action(self._params, key, inputs, agent_state)
+      action = np.asarray(out.action)
+      t1 = time.time()
+      next_env_step = env.step(action)
+      t2 = time.time()
+      timers['inference_s'] += t1 - t0
+      timers['env_s'] += t2 - t1
+      trajectory = accumulator.add(
+          dict(observation=inputs.observation, prev_action=inputs.prev_action,
+               prev_reward=inputs.prev_reward, is_first=inputs.is_first, action=action,
+               behaviour_logits=np.asarray(out.logits), reward=next_env_step.reward,
+               discount=next_env_step.discount), agent_state)
+      versions.append(self.param_version)
+      agent_state, prev_action, env_step = next_state, action, next_env_step
+      self.env_steps += 1
+      finished = [r for r, _ in tracker.update(env_step)]
+      self.episode_returns += finished
+      window_returns += finished
+
+      if trajectory is not None:
+        item_versions = np.asarray(versions[-(self._unroll_length + 1):], np.int32)
+        versions = versions[-1:]
+        if self._on_trajectory is not None:
+          self._on_trajectory(trajectory, item_versions)
+        if self._writer is not None:
+          items = replay.split_trajectory(trajectory, item_versions, self._id, self.unrolls)
+          if not self._writer.write(items):
+            break  # stopping while the queue was full
+        self.unrolls += 1
+        timers['write_s'] += time.time() - t2
+        if max_unrolls is not None and self.unrolls >= max_unrolls:
+          break
+
+      if self.env_steps % self._refresh == 0:
+        t3 = time.time()
+        self._fetch(block=False)
+        timers['params_s'] += time.time() - t3
+
+      now = time.time()
+      if now - last_log >= self._log_period_s:
+        self._log(now - last_log, self.env_steps - steps_at_log, window_returns, timers,
+                  now - start)
+        steps_at_log, last_log, window_returns = self.env_steps, now, []
+        timers = dict.fromkeys(timers, 0.0)
+    self._log(max(time.time() - last_log, 1e-6), self.env_steps - steps_at_log, window_returns,
+              timers, time.time() - start, final=True)
+
+  def _log(self, span, steps, returns, timers, elapsed, **extra):
+    if self._logger is None:
+      return
+    frames_per_batch_step = self._env.num_envs * self._frames_per_step
+    self._logger(dict(
+        actor_id=self._id, env_steps=self.env_steps * self._env.num_envs,
+        frames=self.env_steps * frames_per_batch_step, unrolls=self.unrolls,
+        episodes=len(self.episode_returns), window_episodes=len(returns),
+        window_return_mean=float(np.mean(returns)) if returns else None,
+        frames_per_s=steps * frames_per_batch_step / span, param_version=self.param_version,
+        elapsed_s=elapsed, **{f'timer/{k}': v for k, v in timers.items()},
+        **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra))

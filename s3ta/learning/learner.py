@@ -1,0 +1,239 @@
+"""The distributed learner: samples trajectory batches from Reverb and runs `sgd_step`.
+
+The pure update lives in `learner_core.py`; this module holds the side effects:
+the Reverb iterator, counters, parameter serving (`get_params` over courier),
+logging, periodic/at-stop checkpoints and the stop condition (DESIGN.md §5.2).
+
+Runs the jitted step on the best device JAX sees (the first of `jax.devices()`:
+GPU/TPU when present, else CPU). Batches arrive batch-major [B, T + 1, ...] and
+are swapped to time-major inside the jitted step.
+"""
+
+import gc
+import threading
+import time
+from typing import Any, Callable, Optional
+
+import jax
+import numpy as np
+
+from s3ta.learning.learner_core import LearnerConfig, init_training_state, make_sgd_step
+from s3ta.learning.types import Trajectory
+from s3ta.replay import queue as replay
+
+
+class Counters:
+  """Monotone learner counters; saved in checkpoints and restored on resume."""
+
+  FIELDS = ('learner_steps', 'learner_frames', 'param_version', 'items_consumed', 'train_seconds')
+
+  def __init__(self, **values):
+    for name in self.FIELDS:
+      setattr(self, name, values.get(name, 0))
+
+  def as_dict(self) -> dict:
+    return {name: getattr(self, name) for name in self.FIELDS}
+
+
+class Learner:
+  """Courier-served learner. Public methods are RPCs; `run()` is the training loop.
+
+  Args:
+    network: the `Network` (already built for the env's action count / frame shape).
+    learner_config: `LearnerConfig` (or a dict for `LearnerConfig.from_dict`).
+    batch_size: trajectories per sgd step (B).
+    unroll_length: T (items hold T + 1 steps).
+    frames_per_step: environment frames per agent step (the action repeat).
+    rng_key: PRNG key for parameter initialisation.
+    server_address: Reverb server address ('host:port'), or None for tests that
+      feed batches through `step_on_batch`.
+    should_stop: returns True when the program is stopping (lp.stop_event().is_set).
+    stop_program: called once when the learner's stop condition is met (lp.stop).
+    checkpointer: `s3ta.utils.checkpoint.Checkpointer` (atomic, in `<workdir>/checkpoints`;
+      its `interval_s` is the checkpoint period), or None. The latest checkpoint is
+      restored at construction, counters included.
+    logger: callable(dict) writing one metrics record, or None.
+    max_frames / max_seconds / max_steps: stop condition (0 = unbounded).
+    log_period_s: seconds between metrics records.
+    sample_timeout_ms: how long the iterator waits for data before the loop checks
+      `should_stop` (so dead actors or a stopping program never hang it).
+  """
+
+  def __init__(self, network, learner_config, *, batch_size: int, unroll_length: int,
+               frames_per_step: int = 1, rng_key=None, server_address: Optional[str] = None,
+               should_stop: Callable[[], bool] = lambda: False,
+               stop_program: Callable[[], None] = lambda: None, checkpointer=None,
+               logger: Optional[Callable[[dict], None]] = None, max_frames: int = 0,
+               max_seconds: float = 0.0, max_steps: int = 0,
+               log_period_s: float = 10.0, sample_timeout_ms: int = 1000):
+    if not isinstance(learner_config, LearnerConfig):
+      learner_config = LearnerConfig.from_dict(learner_config)
+    if batch_size < 1:
+      raise ValueError(f'batch_size must be >= 1, got {batch_size}.')
+    self._network = network
+    self._config = learner_config
+    self._batch_size = batch_size
+    self._unroll_length = unroll_length
+    self._frames_per_step = frames_per_step
+    self._server_address = server_address
+    self._should_stop = should_stop
+    self._stop_program = stop_program
+    self._checkpointer = checkpointer
+    self._logger = logger
+    self._max_frames, self._max_seconds, self._max_steps = max_frames, max_seconds, max_steps
+    self._log_period_s = log_period_s
+    self._sample_timeout_ms = sample_timeout_ms
+    self.device = jax.devices()[0]
+
+    key = rng_key if rng_key is not None else jax.random.PRNGKey(0)
+    state = init_training_state(network, learner_config, jax.numpy.asarray(key, np.uint32))
+    self.counters = Counters()
+    self.resumed_from = None
+    if checkpointer is not None:
+      restored = checkpointer.restore_latest(state)
+      if restored is not None:
+        state = restored.state
+        self.counters = Counters(**{k: v for k, v in restored.counters.items()
+                                    if k in Counters.FIELDS})
+        self.resumed_from = restored.path
+    self._state = jax.device_put(state, self.device)
+    self._params_cache = (None, None)  # (version, numpy params)
+    self._params_lock = threading.Lock()
+
+    core = make_sgd_step(network, learner_config, jit=False)
+
+    def sgd_step(state, batch: Trajectory):
+      return core(state, replay.time_major(batch))
+
+    self._sgd_step = jax.jit(sgd_step)
+    self._state_treedef = jax.tree_util.tree_structure(network.initial_state(1))
+    self._stats = {'lag_sum': 0.0, 'lag_max': 0, 'lag_n': 0, 'sample_s': 0.0, 'sgd_s': 0.0}
+    self.last_metrics: dict = {}
+
+  # ---------------------------------------------------------------- RPCs
+  def get_params(self) -> dict:
+    """{'version': int, 'params': numpy pytree} of the current parameters."""
+    state, version = self._state, int(self.counters.param_version)
+    with self._params_lock:
+      if self._params_cache[0] != version:
+        self._params_cache = (version, jax.device_get(state.params))
+      return {'version': self._params_cache[0], 'params': self._params_cache[1]}
+
+  def get_counts(self) -> dict:
+    return self.counters.as_dict()
+
+  # ---------------------------------------------------------------- training
+  def step_on_batch(self, data: dict) -> dict:
+    """One sgd step on a sampled batch (dict of [B, ...] item columns)."""
+    trajectory, extras = replay.batch_to_trajectory(data, self._state_treedef)
+    start = time.time()
+    self._state, metrics = self._sgd_step(self._state, trajectory)
+    metrics = jax.device_get(metrics)
+    self._stats['sgd_s'] += time.time() - start
+    c = self.counters
+    lag = c.param_version - np.asarray(extras['param_version']).min(axis=-1)
+    self._stats['lag_sum'] += float(lag.mean())
+    self._stats['lag_max'] = max(self._stats['lag_max'], int(lag.max()))
+    self._stats['lag_n'] += 1
+    c.learner_steps += 1
+    c.param_version += 1
+    c.items_consumed += self._batch_size
+    c.learner_frames += self._batch_size * self._unroll_length * self._frames_per_step
+    self.last_metrics = {k: float(v) for k, v in metrics.items()}
+    return self.last_metrics
+
+  def _done(self, start: float) -> Optional[str]:
+    c = self.counters
+    if self._max_frames and c.learner_frames >= self._max_frames:
+      return f'max_frames {self._max_frames} reached'
+    if self._max_steps and c.learner_steps >= self._max_steps:
+      return f'max_learner_steps {self._max_steps} reached'
+    if self._max_seconds and time.time() - start >= self._max_seconds:
+      return f'max_seconds {self._max_seconds} reached'
+    return None
+
+  def _queue_size(self, client) -> int:
+    try:
+      return int(client.server_info(timeout=1)[replay.TABLE_NAME].current_size)
+    except Exception:  # pylint: disable=broad-except
+      return -1
+
+  def _log(self, client, since: float, steps_since: int, frames_since: int, **extra):
+    now = time.time()
+    span = max(now - since, 1e-6)
+    stats = self._stats
+    record = dict(self.counters.as_dict(),
+                  steps_per_s=steps_since / span, frames_per_s=frames_since / span,
+                  policy_lag=stats['lag_sum'] / stats['lag_n'] if stats['lag_n'] else None,
+                  policy_lag_max=stats['lag_max'] if stats['lag_n'] else None,
+                  queue_size=self._queue_size(client) if client is not None else -1,
+                  sample_wait_s=stats['sample_s'], sgd_s=stats['sgd_s'],
+                  **{f'train/{k}': v for k, v in self.last_metrics.items()}, **extra)
+    self._stats = {'lag_sum': 0.0, 'lag_max': 0, 'lag_n': 0, 'sample_s': 0.0, 'sgd_s': 0.0}
+    if self._logger is not None:
+      self._logger(record)
+    return record
+
+  def save(self) -> Optional[str]:
+    if self._checkpointer is None:
+      return None
+    return self._checkpointer.save(self.counters.learner_steps, jax.device_get(self._state),
+                                   self.counters.as_dict())
+
+  def run(self) -> str:
+    """Trains until the stop condition or a stop request; returns the reason."""
+    import reverb  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    try:  # Reverb's dataset is the only TF user here: keep its thread pools small (trap 7).
+      tf.config.threading.set_inter_op_parallelism_threads(2)
+      tf.config.threading.set_intra_op_parallelism_threads(2)
+    except RuntimeError:
+      pass
+    client = reverb.Client(self._server_address)
+    replay.wait_for_server(client, self._should_stop)
+    start = last_log = time.time()
+    train_seconds_at_start = self.counters.train_seconds
+    steps_at_log, frames_at_log = self.counters.learner_steps, self.counters.learner_frames
+    reason = None
+    dataset = iterator = None
+    try:
+      while reason is None:
+        if self._should_stop():
+          reason = 'stop requested'
+          break
+        if iterator is None:
+          dataset = replay.make_dataset(self._server_address, self._batch_size,
+                                        timeout_ms=self._sample_timeout_ms)
+          iterator = dataset.as_numpy_iterator()
+        t0 = time.time()
+        try:
+          sample = next(iterator)
+        except StopIteration:  # no data within the timeout: re-check stop, then retry
+          iterator = dataset = None
+          continue
+        self._stats['sample_s'] += time.time() - t0
+        self.step_on_batch(sample.data)
+        self.counters.train_seconds = train_seconds_at_start + time.time() - start
+        reason = self._done(start)
+        now = time.time()
+        if now - last_log >= self._log_period_s:
+          self._log(client, last_log, self.counters.learner_steps - steps_at_log,
+                    self.counters.learner_frames - frames_at_log)
+          last_log = now
+          steps_at_log, frames_at_log = self.counters.learner_steps, self.counters.learner_frames
+        if self._checkpointer is not None:
+          self._checkpointer.maybe_save(self.counters.learner_steps, self._state,
+                                        self.counters.as_dict())
+    finally:
+      # Trap 1: a live Reverb/tf.data iterator makes the process hang at exit.
+      del iterator, dataset
+      gc.collect()
+    self.counters.train_seconds = train_seconds_at_start + time.time() - start
+    self.save()
+    self._log(client, last_log, self.counters.learner_steps - steps_at_log,
+              self.counters.learner_frames - frames_at_log, final=True, stop_reason=reason)
+    del client
+    gc.collect()
+    if reason != 'stop requested':
+      self._stop_program()
+    return reason
