@@ -6,7 +6,9 @@
 - `report_episodes(game, returns)`: actors send finished episode returns here;
 - `get_fitness()`: {'frames', 'fitness', 'num_episodes', 'per_game', 'hyperparams'};
 - `get_state()` / `set_state(state, hyperparams)`: exploit (params + optimiser state);
-- `get_hyperparams()` / `set_hyperparams(hyperparams)`: explore.
+- `get_hyperparams()` / `set_hyperparams(hyperparams)`: explore;
+- `pause_training()` / `resume_training()`: hold the training loop between batches
+  (courier keeps serving; used by tests to compare params at rest, and by operators).
 
 Hyperparameters are float32 data inside `TrainingState`, so changing them never
 recompiles the jitted step. `set_state` bumps `param_version`, so the member's
@@ -15,6 +17,7 @@ serialises these calls with `step_on_batch`, which courier runs in other threads
 """
 
 import threading
+import time
 from typing import Mapping, Optional
 
 import jax
@@ -38,6 +41,8 @@ class PBTLearner(Learner):
     super().__init__(*args, **kwargs)
     self._pbt_lock = threading.RLock()
     self._fitness = FitnessTracker(window=fitness_window, normalizer=normalizer)
+    self._paused = threading.Event()
+    self._state_treedef = None
     self.pbt_changes = 0
 
   def _hyperparams(self, values: Mapping[str, float]) -> Hyperparams:
@@ -50,10 +55,28 @@ class PBTLearner(Learner):
         if name in values else getattr(current, name) for name in Hyperparams._fields))
 
   def step_on_batch(self, data: dict) -> dict:
+    while self._paused.is_set() and not self._should_stop():
+      time.sleep(0.05)
+    data = dict(data)
+    # Reverb/tf.data rebuilds namedtuples as its own look-alike classes; give the
+    # recurrent state the network's pytree structure again (same fields, same order).
+    if self._state_treedef is None:
+      self._state_treedef = jax.tree_util.tree_structure(self._network.initial_state(1))
+    data['initial_state'] = jax.tree_util.tree_unflatten(self._state_treedef,
+                                                         jax.tree_util.tree_leaves(data['initial_state']))
     with self._pbt_lock:
       return super().step_on_batch(data)
 
   # ---------------------------------------------------------------- PBT RPCs
+  def pause_training(self) -> dict:
+    """Stops taking sgd steps (after the current one); returns the counters at rest."""
+    self._paused.set()
+    with self._pbt_lock:  # waits for a step in flight
+      return self.counters.as_dict()
+
+  def resume_training(self) -> None:
+    self._paused.clear()
+
   def report_episodes(self, game: str, returns) -> None:
     with self._pbt_lock:
       for episode_return in returns:

@@ -1,0 +1,274 @@
+"""Population-based training: M learners (each with its own Reverb queue and actors) + a controller.
+
+Usage:
+  python -m launch.pbt --config=experiments/pbt_smoke.py --workdir=DIR [--config.population_size=3]
+
+`make_pbt_program(config, workdir) -> lp.Program` builds ONE Launchpad program:
+
+- per member m (`<workdir>/member_<m>/` holds its metrics, checkpoints, Reverb dir):
+  a Reverb queue node, a `PBTLearner` courier node, and `num_actors` actors that
+  feed only that queue and fetch params from only that learner;
+- one `pbt_controller` node (`s3ta.pbt.node.ControllerNode`) that polls each
+  learner's fitness over courier and applies exploit (`set_state`: params,
+  optimiser state and hyperparameters) and explore (`set_hyperparams`); the
+  hyperparameters are data in the jitted step, so nothing recompiles, and copied
+  params reach the recipient's actors at their next regular param refresh.
+
+Why one Reverb server per member (not one shared server with a table per member):
+members must not share rate limiters or compete for one server's threads; a
+member's queue holds only its own on-policy data; and the single-agent queue,
+writer and dataset code (fixed table name) is reused unchanged.
+
+Multi-level (paper 000, App. A.2): `config.games` names a list from
+`s3ta.pbt.levels.GAME_LISTS` (e.g. 'atari57') or 'Game1,Game2'; actors are then
+assigned games round-robin, every env uses the full 18-action space, and all of a
+member's actors feed its one learner. Fitness = mean over games of the mean capped
+human-normalised score of the member's recent training episodes (actors send
+finished episode returns to their learner with `report_episodes`). Each actor
+logs per-game `game_return_mean` / `game_hns_mean` into its member's metrics.
+
+The run ends when the first learner reaches its stop condition (max frames /
+seconds / steps, as in the single-agent program) or after `pbt_max_seconds`.
+Relaunching with the same workdir restores the controller (population, lineage,
+rng) from `<workdir>/pbt_state.json` and each learner from its checkpoints.
+"""
+
+import copy
+import os
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'PBT experiment config file (experiments/pbt_*.py).')
+_WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory (controller state, member subdirs, logs).')
+_LAUNCH_TYPE = flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'test_mp'], 'Launchpad launch type.')
+
+MEMBER_SEED_STRIDE = 1_000  # member m uses seed config.seed + m * stride
+
+
+# ------------------------------------------------------------------ config
+def pbt_config(config):
+  """The validated `PBTConfig` of an experiment config (population size at the top level)."""
+  from s3ta.pbt.config import PBTConfig  # pylint: disable=g-import-not-at-top
+  values = dict(config.pbt.to_dict())
+  if 'population_size' in values:
+    raise ValueError('Set the population size as config.population_size, not config.pbt.population_size.')
+  return PBTConfig.from_dict(dict(values, population_size=config.population_size))
+
+
+def games_of(config) -> tuple:
+  """The games of a multi-level config, or () for a single-game population."""
+  from s3ta.pbt import levels  # pylint: disable=g-import-not-at-top
+  return levels.resolve_games(config.games) if config.games else ()
+
+
+def member_config(config, member: int):
+  """The single-agent config of member `member` (its own seed)."""
+  out = copy.deepcopy(config)
+  out.seed = int(config.seed) + member * MEMBER_SEED_STRIDE
+  games = games_of(config)
+  if games:
+    out.env.game = games[0]
+    out.env.full_action_space = True  # one network for every game (18 actions)
+  return out
+
+
+def validate_pbt_config(config) -> None:
+  """Raises ValueError naming the first bad value; imports no Launchpad/TF."""
+  from s3ta.pbt import levels  # pylint: disable=g-import-not-at-top
+  pbt = pbt_config(config)
+  games = games_of(config)
+  if games:
+    levels.assign_games(config.num_actors, games)
+  if config.fitness_window < 1:
+    raise ValueError(f'config.fitness_window must be >= 1 episode, got {config.fitness_window!r}.')
+  if config.pbt_max_seconds < 0:
+    raise ValueError(f'config.pbt_max_seconds must be >= 0, got {config.pbt_max_seconds!r}.')
+  for name, value in config.pbt_init_ranges.items():
+    if name not in pbt.bounds:
+      raise ValueError(f'Unknown hyperparameter {name!r} in config.pbt_init_ranges; valid: {sorted(pbt.bounds)}.')
+    low, high = value
+    if not 0 < low <= high:
+      raise ValueError(f'config.pbt_init_ranges.{name} must satisfy 0 < low <= high, got {value!r}.')
+  from launch import program  # pylint: disable=g-import-not-at-top
+  program.validate_config(member_config(config, 0))
+
+
+def base_hyperparams(config) -> dict:
+  from s3ta.learning.learner_core import LearnerConfig  # pylint: disable=g-import-not-at-top
+  learner = LearnerConfig.from_dict(config.learner.to_dict())
+  return {name: float(getattr(learner, name))
+          for name in ('learning_rate', 'entropy_cost', 'rmsprop_epsilon', 'grad_clip')}
+
+
+# ------------------------------------------------------------------ program
+def make_pbt_program(config, workdir: str):
+  """Builds (does not launch) the PBT program for `config`, writing into `workdir`."""
+  return build_pbt_program(config, workdir)[0]
+
+
+def build_pbt_program(config, workdir: str):
+  """(program, [learner handle per member]); tests add probe nodes with the handles."""
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
+  from launch import program as single  # pylint: disable=g-import-not-at-top
+  from s3ta.pbt import levels  # pylint: disable=g-import-not-at-top
+
+  validate_pbt_config(config)
+  workdir = os.path.abspath(workdir)
+  config = config.copy_and_resolve_references()
+  pbt = pbt_config(config)
+  games = games_of(config)
+  members = [member_config(config, m) for m in range(pbt.population_size)]
+  num_actions, observation_shape = single.env_spec(members[0].env)
+  actor_games = (levels.assign_games(config.num_actors, games) if games
+                 else [config.env.game] * config.num_actors)
+  frames_per_step = int(config.env.frame_skip)
+  base_hp = base_hyperparams(config)
+  init_ranges = {k: tuple(v) for k, v in config.pbt_init_ranges.items()}
+
+  def member_dir(m):
+    return os.path.join(workdir, f'member_{m}')
+
+  def build_network():
+    from s3ta.networks import make_network  # pylint: disable=g-import-not-at-top
+    return make_network(config.network.to_dict(), num_actions, observation_shape)
+
+  def build_replay_tables():
+    from s3ta.replay import make_queue_tables_fn  # pylint: disable=g-import-not-at-top
+    return make_queue_tables_fn(build_network, config.unroll_length, config.queue_size)()
+
+  def build_replay_checkpointer(m):
+    import reverb  # pylint: disable=g-import-not-at-top
+    return reverb.checkpointers.DefaultCheckpointer(path=os.path.join(member_dir(m), 'reverb'))
+
+  def build_learner(m, replay_client):
+    import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    from s3ta.pbt.learner import PBTLearner  # pylint: disable=g-import-not-at-top
+    from s3ta.utils.checkpoint import Checkpointer  # pylint: disable=g-import-not-at-top
+    mc = members[m]
+    stop_event = lp.stop_event()
+    checkpointer = Checkpointer(member_dir(m), interval_s=60.0 * mc.checkpoint_minutes or 1e18,
+                                config=mc, network_config=mc.network.to_dict())
+    keys = single.actor_keys(mc.seed, mc.num_actors)
+    learner = PBTLearner(
+        build_network(), mc.learner.to_dict(), batch_size=mc.batch_size, unroll_length=mc.unroll_length,
+        frames_per_step=frames_per_step, rng_key=keys[mc.num_actors],
+        server_address=replay_client.server_address, should_stop=stop_event.is_set, stop_program=lp.stop,
+        checkpointer=checkpointer,
+        logger=single.make_metrics_logger(member_dir(m), 'learner', 'learner_steps', 'learner_frames',
+                                          tensorboard=True),
+        max_frames=mc.max_frames, max_seconds=mc.max_seconds, max_steps=mc.max_learner_steps,
+        log_period_s=mc.log_period_s, sample_timeout_ms=mc.sample_timeout_ms,
+        fitness_window=config.fitness_window)
+    if getattr(learner, 'resumed_from', None):
+      print(f'[member {m} learner] resumed from {learner.resumed_from}', flush=True)
+    return learner
+
+  def build_actor(m, actor_id, replay_client, learner_client):
+    import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    from s3ta.acting.actor import Actor, CourierParamsSource  # pylint: disable=g-import-not-at-top
+    from s3ta.envs import human_scores  # pylint: disable=g-import-not-at-top
+    from s3ta.replay import TrajectoryQueueWriter  # pylint: disable=g-import-not-at-top
+    mc = members[m]
+    game = actor_games[actor_id]
+    env_config = copy.deepcopy(mc.env)
+    env_config.game = game
+    stop_event = lp.stop_event()
+    env = single.make_env(env_config, mc.env.num_envs,
+                          single.actor_env_seed(mc.seed, actor_id, mc.env.num_envs))
+    writer = TrajectoryQueueWriter(replay_client, mc.actor_max_in_flight_items, should_stop=stop_event.is_set)
+    metrics = single.make_metrics_logger(member_dir(m), f'actor_{actor_id}_{game}', 'env_steps', 'frames')
+
+    def logger(record):
+      returns = [float(r) for r in record.get('episode_returns') or []]
+      if returns:
+        record = dict(record, game_return_mean=float(np.mean(returns)),
+                      game_hns_mean=float(np.mean([human_scores.human_normalized_score(game, r)
+                                                   for r in returns])))
+        try:  # fitness lives in the learner; a lost report only shrinks its window
+          learner_client.report_episodes(game, returns)
+        except Exception:  # pylint: disable=broad-except
+          pass
+      metrics(record)
+
+    keys = single.actor_keys(mc.seed, mc.num_actors)
+    return Actor(actor_id, env, build_network(), CourierParamsSource(learner_client), writer,
+                 unroll_length=mc.unroll_length, rng_key=keys[actor_id],
+                 param_refresh_steps=mc.param_refresh_steps, should_stop=stop_event.is_set, logger=logger,
+                 log_period_s=mc.log_period_s, frames_per_step=frames_per_step)
+
+  def build_controller(learner_clients):
+    from s3ta.pbt.node import ControllerNode  # pylint: disable=g-import-not-at-top
+    return ControllerNode(pbt.to_dict(), learner_clients, workdir, base_hp, init_ranges,
+                          max_seconds=config.pbt_max_seconds)
+
+  program = lp.Program('s3ta_pbt')
+  learners = []
+  for m in range(pbt.population_size):
+    with program.group('replay'):
+      replay = program.add_node(lp.ReverbNode(build_replay_tables,
+                                              checkpoint_ctor=lambda m=m: build_replay_checkpointer(m)))
+    with program.group('learner'):
+      learner = program.add_node(lp.CourierNode(build_learner, m, replay))
+    # Trap 2: courier clients otherwise wait for a dead learner forever.
+    learner.set_client_kwargs(call_timeout=float(config.param_timeout_s))
+    learners.append(learner)
+    with program.group('actor'):
+      for actor_id in range(config.num_actors):
+        program.add_node(lp.PyClassNode(build_actor, m, actor_id, replay, learner))
+  with program.group('pbt_controller'):
+    program.add_node(lp.PyClassNode(build_controller, learners))
+  return program, learners
+
+
+def local_resources(config) -> dict:
+  from launch import program as single  # pylint: disable=g-import-not-at-top
+  from launchpad.nodes.python.local_multi_processing import PythonProcess  # pylint: disable=g-import-not-at-top
+  resources = single.local_resources(config)
+  resources.pop('evaluator', None)
+  resources['pbt_controller'] = PythonProcess(env=dict(single.CPU_NODE_ENV))
+  return resources
+
+
+# ------------------------------------------------------------------ CLI
+def main(argv) -> int:
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  config, workdir = _CONFIG.value, _WORKDIR.value
+  if config is None or not workdir:
+    print('launch.pbt: error: --config and --workdir are required.', file=sys.stderr)
+    return 2
+  try:
+    validate_pbt_config(config)
+  except ValueError as e:
+    print(f'launch.pbt: invalid config: {e}', file=sys.stderr)
+    return 2
+  workdir = os.path.abspath(workdir)
+  os.makedirs(workdir, exist_ok=True)
+  # Traps 5 and 6: Launchpad logs and job files go into the workdir, not /tmp.
+  os.environ.setdefault('LAUNCHPAD_LOGGING_DIR', os.path.join(workdir, 'logs'))
+  tmp = os.path.join(workdir, 'tmp')
+  os.makedirs(tmp, exist_ok=True)
+  tempfile.tempdir = tmp
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
+  start = time.time()
+  program = make_pbt_program(config, workdir)
+  print(f'[pbt] launching {config.population_size} members x ({config.num_actors} actors + learner + '
+        f'replay) + controller; logs in {os.environ["LAUNCHPAD_LOGGING_DIR"]}', flush=True)
+  manager = lp.launch(program, launch_type=_LAUNCH_TYPE.value, terminal='output_to_files',
+                      local_resources=local_resources(config))
+  if hasattr(manager, 'wait'):
+    manager.wait()
+  print(f'[pbt] done in {time.time() - start:.0f} s; summary: python -m s3ta.pbt.report --workdir={workdir}',
+        flush=True)
+  return 0
+
+
+if __name__ == '__main__':
+  flags.mark_flags_as_required(['config', 'workdir'])
+  app.run(lambda argv: sys.exit(main(argv)))
