@@ -144,3 +144,17 @@ def test_bad_inputs_fail_with_one_error_line(tmp_path, args, fragment):
   result = _cli(args + [f'--out={tmp_path}/out'], REPO)
   _assert_one_error_line(result, fragment)
   assert not os.path.exists(tmp_path / 'out')
+
+
+def test_attention_command_rejects_a_network_without_attention(tmp_path, capsys):
+  config = NetworkConfig(kind='resnet', resnet_channels=(4, 4, 4), resnet_blocks=1, resnet_hidden=16)
+  network = make_network(config, 6, rollout.ATARI_OBSERVATION_SHAPE)
+  params = rollout.random_params(network)
+  state = learner_core.TrainingState(params, optimizer.rmsprop_init(params),
+                                     learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(0))
+  checkpoint_lib.save(str(tmp_path), 2, state, network_config=config)
+  assert cli.main(['attention-stats', f'--checkpoint={tmp_path}', f'--out={tmp_path}/out']) == 2
+  err = capsys.readouterr().err
+  assert [l for l in err.splitlines() if l.startswith('error:')] == [
+      "error: attention-stats needs an attention network; this checkpoint is a 'resnet' network "
+      'without attention.']

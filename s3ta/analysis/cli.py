@@ -315,9 +315,12 @@ def inject(args) -> None:
   strip = render.vstack([render.banner(strip.shape[1], title, size=11), strip], gap=0)
   _wrote(render.save_png(strip, os.path.join(args.out, 'inject_strip.png')))
   labels = [rollout.action_name(args.game, a) for a in range(agent.network.num_actions)]
+  uniform = float(numerics.mass_in_box(np.full((1,) + records[0].attention.shape[-2:], 1.0 /
+                                               records[0].attention[0].size), box, records[0].frame.shape)[0])
   _wrote(render.plot_injection(steps, values, actions, mass, (start, stop),
                                os.path.join(args.out, 'inject_trace.png'),
-                               f'{args.game}: reaction to an injected sprite', labels))
+                               f'{args.game}: reaction to a sprite injected at steps {start}-{stop - 1}\n'
+                               f'{agent.description}', labels, uniform_mass=uniform))
   path = os.path.join(args.out, 'inject.csv')
   with open(path, 'w', newline='') as f:
     writer = csv.writer(f)
@@ -347,12 +350,14 @@ def attention_stats(args) -> None:
     raise ValueError(f'--frame {args.frame} is outside the {len(attention)} recorded steps.')
   entropy = numerics.entropy(attention)  # [T, N]
   h, w = attention.shape[-2:]
-  title = f'{args.game}, {len(attention)} steps; {agent.description}'
-  _wrote(render.plot_marginals(attention[frame_index], attention.mean(axis=0),
-                               os.path.join(args.out, 'attention_marginals.png'),
-                               f'Attention marginals, bars: step {frame_index}, line: mean over {title}'))
-  _wrote(render.plot_entropy(entropy, os.path.join(args.out, 'attention_entropy.png'),
-                             f'Attention entropy per head; {title}', float(np.log(h * w))))
+  _wrote(render.plot_marginals(
+      attention[frame_index], attention.mean(axis=0), os.path.join(args.out, 'attention_marginals.png'),
+      f'{args.game}: attention weight per column / row; bars: step {frame_index}, '
+      f'line: mean over {len(attention)} steps\n{agent.description}'))
+  _wrote(render.plot_entropy(
+      entropy, os.path.join(args.out, 'attention_entropy.png'),
+      f'{args.game}: attention entropy per head over {len(attention)} steps (low = peaked)\n'
+      f'{agent.description}', float(np.log(h * w))))
   over_x, over_y = numerics.marginals(attention)
   path = os.path.join(args.out, 'attention_stats.npz')
   np.savez_compressed(path, entropy=entropy, marginal_x=over_x, marginal_y=over_y)

@@ -180,7 +180,7 @@ def plot_marginals(frame_attention: np.ndarray, mean_attention: np.ndarray, path
     ax.set_title(f'head {n}: sum over x', fontsize=9)
     ax.set_ylabel('y (row, top = 0)', fontsize=8)
   axes[0, 0].legend(fontsize=7, loc='upper right')
-  fig.suptitle(title, fontsize=10)
+  fig.suptitle(title, fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=90)
   plt.close(fig)
@@ -197,7 +197,7 @@ def plot_entropy(entropy: np.ndarray, path: str, title: str, max_entropy: float)
   ax.set_ylim(0, max_entropy * 1.08)
   ax.set_xlabel('agent step')
   ax.set_ylabel('entropy (nats)')
-  ax.set_title(title, fontsize=10)
+  ax.set_title(title, fontsize=9)
   ax.legend(fontsize=7, loc='lower left', ncol=2)
   fig.tight_layout()
   fig.savefig(path, dpi=90)
@@ -206,7 +206,8 @@ def plot_entropy(entropy: np.ndarray, path: str, title: str, max_entropy: float)
 
 
 def plot_injection(steps: np.ndarray, values: np.ndarray, actions: np.ndarray, box_mass: np.ndarray,
-                   window: tuple[int, int], path: str, title: str, action_labels: Sequence[str]) -> str:
+                   window: tuple[int, int], path: str, title: str, action_labels: Sequence[str],
+                   uniform_mass: Optional[float] = None) -> str:
   """Value, action and per-head attention mass on the injected box over time, window shaded."""
   plt = _pyplot()
   fig, axes = plt.subplots(3, 1, figsize=(8, 6.2), sharex=True)
@@ -220,10 +221,12 @@ def plot_injection(steps: np.ndarray, values: np.ndarray, actions: np.ndarray, b
   axes[1].set_ylabel('action')
   for n in range(box_mass.shape[1]):
     axes[2].plot(steps, box_mass[:, n], label=f'head {n}')
+  if uniform_mass is not None:
+    axes[2].axhline(uniform_mass, color='grey', ls='--', lw=1, label='uniform attention')
   axes[2].set_ylabel('attention mass\non sprite box')
   axes[2].set_xlabel('agent step (shaded: sprite injected)')
   axes[2].legend(fontsize=7, ncol=4)
-  fig.suptitle(title, fontsize=10)
+  fig.suptitle(title, fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=90)
   plt.close(fig)
