@@ -107,11 +107,14 @@ class RunMonitor:
 
 
 def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]) -> str:
+  from s3ta.learning.learner import STOP_REASONS  # pylint: disable=g-import-not-at-top
   s = monitor.snapshot()
   final = monitor.final_learner_record() or {}
+  code = int(final.get('stop_reason_code') or 0)
+  reason = STOP_REASONS[code - 1] if 0 < code <= len(STOP_REASONS) else None
   lines = ['=' * 72, 'Run summary',
            f'  wall time          {wall_s:.1f} s',
-           f'  stop reason        {final.get("stop_reason", "unknown (no final learner record)")}',
+           f'  stop reason        {reason or "unknown (no final learner record)"}',
            f'  actor frames       {s["frames"]:,} ({s["num_actors_reporting"]} actors reported)',
            f'  learner steps      {s["learner_steps"]:,} (consumed {s["learner_frames"]:,} frames)',
            f'  param version      {s["param_version"]} (actors last used {s["actor_param_versions"]})',

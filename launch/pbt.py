@@ -184,8 +184,15 @@ def build_pbt_program(config, workdir: str):
     writer = TrajectoryQueueWriter(replay_client, mc.actor_max_in_flight_items, should_stop=stop_event.is_set)
     metrics = single.make_metrics_logger(member_dir(m), f'actor_{actor_id}_{game}', 'env_steps', 'frames')
 
+    reported = {'count': 0}
+    holder = {}
+
     def logger(record):
-      returns = [float(r) for r in record.get('episode_returns') or []]
+      # Episodes finished since the last record, from the actor's public running list.
+      actor = holder.get('actor')
+      all_returns = getattr(actor, 'episode_returns', None) or []
+      returns = [float(r) for r in all_returns[reported['count']:]]
+      reported['count'] = len(all_returns)
       if returns:
         record = dict(record, game_return_mean=float(np.mean(returns)),
                       game_hns_mean=float(np.mean([human_scores.human_normalized_score(game, r)
@@ -197,10 +204,11 @@ def build_pbt_program(config, workdir: str):
       metrics(record)
 
     keys = single.actor_keys(mc.seed, mc.num_actors)
-    return Actor(actor_id, env, build_network(), CourierParamsSource(learner_client), writer,
-                 unroll_length=mc.unroll_length, rng_key=keys[actor_id],
-                 param_refresh_steps=mc.param_refresh_steps, should_stop=stop_event.is_set, logger=logger,
-                 log_period_s=mc.log_period_s, frames_per_step=frames_per_step)
+    holder['actor'] = Actor(actor_id, env, build_network(), CourierParamsSource(learner_client), writer,
+                            unroll_length=mc.unroll_length, rng_key=keys[actor_id],
+                            param_refresh_steps=mc.param_refresh_steps, should_stop=stop_event.is_set,
+                            logger=logger, log_period_s=mc.log_period_s, frames_per_step=frames_per_step)
+    return holder['actor']
 
   def build_controller(learner_clients):
     from s3ta.pbt.node import ControllerNode  # pylint: disable=g-import-not-at-top

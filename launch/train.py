@@ -77,6 +77,7 @@ def _prepare_workdir(workdir: str) -> dict:
 def _leftover_processes(root_pid: int, workdir: str) -> list:
   import psutil  # pylint: disable=g-import-not-at-top
   found = {}
+  ancestors = {p.pid for p in psutil.Process(root_pid).parents()} | {root_pid}
   try:
     for p in psutil.Process(root_pid).children(recursive=True):
       found[p.pid] = p
@@ -84,7 +85,7 @@ def _leftover_processes(root_pid: int, workdir: str) -> list:
     pass
   for p in psutil.process_iter(['pid', 'cmdline']):
     try:
-      if p.pid != root_pid and any(workdir in arg for arg in (p.info['cmdline'] or [])):
+      if p.pid not in ancestors and any(workdir in arg for arg in (p.info['cmdline'] or [])):
         found[p.pid] = p
     except (psutil.NoSuchProcess, psutil.AccessDenied):
       pass

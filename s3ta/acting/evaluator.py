@@ -107,7 +107,7 @@ class Evaluator:
     mean = float(np.mean(returns))
     record = dict(param_version=version, episode_returns=returns, mean_return=mean,
                   episodes=len(returns), truncated=truncated, seconds=time.time() - start)
-    if self._game:
+    if self._game and not truncated:  # a cut episode's return is no score
       try:
         record['human_normalized_score'] = human_scores.human_normalized_score(self._game, mean)
       except ValueError:

@@ -22,6 +22,9 @@ from s3ta.learning.types import Trajectory
 from s3ta.replay import queue as replay
 
 
+STOP_REASONS = ('max_frames', 'max_learner_steps', 'max_seconds', 'stop requested')
+
+
 class Counters:
   """Monotone learner counters; saved in checkpoints and restored on resume."""
 
@@ -145,11 +148,11 @@ class Learner:
   def _done(self, start: float) -> Optional[str]:
     c = self.counters
     if self._max_frames and c.learner_frames >= self._max_frames:
-      return f'max_frames {self._max_frames} reached'
+      return 'max_frames'
     if self._max_steps and c.learner_steps >= self._max_steps:
-      return f'max_learner_steps {self._max_steps} reached'
+      return 'max_learner_steps'
     if self._max_seconds and time.time() - start >= self._max_seconds:
-      return f'max_seconds {self._max_seconds} reached'
+      return 'max_seconds'
     return None
 
   def _queue_size(self, client) -> int:
@@ -181,7 +184,7 @@ class Learner:
                                    self.counters.as_dict())
 
   def run(self) -> str:
-    """Trains until the stop condition or a stop request; returns the reason."""
+    """Trains until the stop condition or a stop request; returns the reason (STOP_REASONS)."""
     import reverb  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     try:  # Reverb's dataset is the only TF user here: keep its thread pools small (trap 7).
@@ -231,7 +234,8 @@ class Learner:
     self.counters.train_seconds = train_seconds_at_start + time.time() - start
     self.save()
     self._log(client, last_log, self.counters.learner_steps - steps_at_log,
-              self.counters.learner_frames - frames_at_log, final=True, stop_reason=reason)
+              self.counters.learner_frames - frames_at_log, final=True,
+              stop_reason_code=STOP_REASONS.index(reason) + 1)
     del client
     gc.collect()
     if reason != 'stop requested':

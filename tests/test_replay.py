@@ -1,0 +1,122 @@
+"""The Reverb trajectory queue: blocking (not dropping) when full, and item round trips."""
+
+import threading
+import time
+
+import jax
+import numpy as np
+import pytest
+
+import s3ta  # noqa: F401
+from s3ta.learning.types import Trajectory
+from s3ta.networks import AgentState, make_network
+from s3ta.replay import queue as replay
+
+reverb = pytest.importorskip('reverb')
+
+T = 3
+NETWORK = dict(kind='s3ta', conv_channels=(4,), conv_kernels=(3,), conv_strides=(2,),
+               vision_lstm_channels=8, key_channels=2, num_heads=1, basis_frequencies=1,
+               query_hidden=(8,), answer_hidden=(8,), lstm_size=8, head_hidden=8)
+
+
+def _network():
+  return make_network(NETWORK, 3, (8, 6, 1))
+
+
+def _trajectory(network, num_envs, value):
+  steps = T + 1
+  state = jax.tree_util.tree_map(lambda x: np.full(x.shape, value, np.float32),
+                                 network.initial_state(num_envs))
+  return Trajectory(
+      observation=np.full((steps, num_envs, 8, 6, 1), value, np.uint8),
+      prev_action=np.zeros((steps, num_envs), np.int32),
+      prev_reward=np.zeros((steps, num_envs), np.float32),
+      is_first=np.zeros((steps, num_envs), bool),
+      action=np.full((steps, num_envs), value % 3, np.int32),
+      behaviour_logits=np.zeros((steps, num_envs, 3), np.float32),
+      reward=np.zeros((steps, num_envs), np.float32),
+      discount=np.ones((steps, num_envs), np.float32),
+      initial_state=state)
+
+
+@pytest.fixture
+def server():
+  network = _network()
+  srv = reverb.Server(replay.make_queue_tables_fn(lambda: network, T, 4)(), port=None)
+  yield srv, network
+  srv.stop()
+
+
+def test_rate_limiter_blocks_rather_than_drops(server):
+  srv, network = server
+  client = reverb.Client(f'localhost:{srv.port}')
+  stop = threading.Event()
+  writer = replay.TrajectoryQueueWriter(client, 0, should_stop=stop.is_set, timeout_ms=100)
+  for i in range(4):  # fills the queue (size 4) exactly
+    assert writer.write(replay.split_trajectory(_trajectory(network, 1, i), np.zeros(T + 1), 0, i))
+  assert client.server_info()[replay.TABLE_NAME].current_size == 4
+
+  done = []
+  thread = threading.Thread(target=lambda: done.append(writer.write(replay.split_trajectory(
+      _trajectory(network, 1, 4), np.zeros(T + 1), 0, 4))))
+  thread.start()
+  thread.join(1.5)
+  assert thread.is_alive(), 'write into a full queue must block'
+  assert client.server_info()[replay.TABLE_NAME].current_size == 4
+
+  # Consuming one item lets the blocked write through; nothing is dropped, FIFO order kept.
+  dataset = replay.make_dataset(f'localhost:{srv.port}', 1, timeout_ms=1000)
+  seen = []
+  for sample in dataset.as_numpy_iterator():
+    seen.append(int(sample.data['meta'][0, 2]))
+  thread.join(5)
+  assert done == [True]
+  assert seen == [0, 1, 2, 3, 4]
+  del dataset
+
+  # A writer blocked on a full queue returns False once the program stops.
+  for i in range(4):
+    writer.write(replay.split_trajectory(_trajectory(network, 1, i), np.zeros(T + 1), 0, 10 + i))
+  result = []
+  thread = threading.Thread(target=lambda: result.append(writer.write(replay.split_trajectory(
+      _trajectory(network, 1, 9), np.zeros(T + 1), 0, 20))))
+  thread.start()
+  time.sleep(0.5)
+  stop.set()
+  thread.join(5)
+  assert result == [False]
+
+
+def test_items_round_trip_to_a_time_major_batch(server):
+  srv, network = server
+  client = reverb.Client(f'localhost:{srv.port}')
+  writer = replay.TrajectoryQueueWriter(client, 0)
+  trajectory = _trajectory(network, 2, 5)
+  items = replay.split_trajectory(trajectory, np.arange(T + 1), actor_id=3, unroll_index=7)
+  assert [item['meta'].tolist() for item in items] == [[3, 0, 7], [3, 1, 7]]
+  assert writer.write(items)
+  dataset = replay.make_dataset(f'localhost:{srv.port}', 2, timeout_ms=500)
+  sample = next(dataset.as_numpy_iterator())
+  del dataset
+  treedef = jax.tree_util.tree_structure(network.initial_state(1))
+  batch, extras = replay.batch_to_trajectory(sample.data, treedef)
+  assert isinstance(batch.initial_state, AgentState)
+  assert batch.observation.shape == (2, T + 1, 8, 6, 1)
+  time_major = replay.time_major(batch)
+  np.testing.assert_array_equal(time_major.observation, trajectory.observation)
+  np.testing.assert_array_equal(time_major.action, trajectory.action)
+  for got, want in zip(jax.tree_util.tree_leaves(time_major.initial_state),
+                       jax.tree_util.tree_leaves(trajectory.initial_state)):
+    np.testing.assert_array_equal(got, want)
+  np.testing.assert_array_equal(extras['param_version'], np.stack([np.arange(T + 1)] * 2))
+
+
+def test_item_spec_shapes():
+  network = _network()
+  spec = replay.item_spec(network, T)
+  assert spec['observation'] == ((T + 1, 8, 6, 1), np.uint8)
+  assert spec['behaviour_logits'] == ((T + 1, 3), np.float32)
+  assert spec['meta'] == ((3,), np.int32)
+  with pytest.raises(ValueError, match='queue size'):
+    replay.make_queue_table(0)
