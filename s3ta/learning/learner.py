@@ -10,6 +10,7 @@ are swapped to time-major inside the jitted step.
 """
 
 import gc
+import os
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -170,7 +171,7 @@ class Learner:
                   policy_lag=stats['lag_sum'] / stats['lag_n'] if stats['lag_n'] else None,
                   policy_lag_max=stats['lag_max'] if stats['lag_n'] else None,
                   queue_size=self._queue_size(client) if client is not None else -1,
-                  sample_wait_s=stats['sample_s'], sgd_s=stats['sgd_s'],
+                  sample_wait_s=stats['sample_s'], sgd_s=stats['sgd_s'], pid=os.getpid(),
                   **{f'train/{k}': v for k, v in self.last_metrics.items()}, **extra)
     self._stats = {'lag_sum': 0.0, 'lag_max': 0, 'lag_n': 0, 'sample_s': 0.0, 'sgd_s': 0.0}
     if self._logger is not None:

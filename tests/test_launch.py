@@ -1,0 +1,87 @@
+"""The launch CLI's config checks (subprocess) and the cluster program object."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import s3ta  # noqa: F401
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _train(tmp_path, *args, timeout=120):
+  env = dict(os.environ, JAX_PLATFORMS='cpu')
+  return subprocess.run(
+      [sys.executable, '-m', 'launch.train', '--config=experiments/smoke.py',
+       f'--workdir={tmp_path}', *args], cwd=REPO, env=env, capture_output=True, text=True,
+      timeout=timeout)
+
+
+@pytest.mark.parametrize('override, message', [
+    ('--config.env.game=NotAGame', "Unknown Atari game 'NotAGame'; valid games"),
+    ('--config.num_actors=0', 'config.num_actors must be an integer >= 1, got 0'),
+    ('--config.unroll_length=0', 'config.unroll_length must be an integer >= 1, got 0'),
+    ('--config.batch_size=0', 'config.batch_size must be an integer >= 1, got 0'),
+])
+def test_bad_config_exits_nonzero_with_one_clear_error(tmp_path, override, message):
+  result = _train(tmp_path, override)
+  assert result.returncode == 2, result.stderr[-2000:]
+  errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+  assert 'Pong' in errors[0] or 'game' not in override  # lists the valid names
+  assert not os.path.exists(os.path.join(tmp_path, 'logs'))  # nothing was launched
+
+
+def test_validate_config_rejects_more_bad_values():
+  sys.path.insert(0, os.path.join(REPO, 'experiments'))
+  import smoke  # pylint: disable=g-import-not-at-top
+  from launch import program  # pylint: disable=g-import-not-at-top
+  program.validate_config(smoke.get_config(''))
+  cases = {
+      'queue_size': (2, 'queue_size'), 'max_frames': (-1, 'max_frames'),
+      'param_refresh_steps': (0, 'param_refresh_steps'),
+  }
+  for field, (value, needle) in cases.items():
+    config = smoke.get_config('')
+    config[field] = value
+    with pytest.raises(ValueError, match=needle):
+      program.validate_config(config)
+  config = smoke.get_config('')
+  config.network.kind = 'transformer'
+  with pytest.raises(ValueError, match='Unknown network kind'):
+    program.validate_config(config)
+  config = smoke.get_config('')
+  config.max_frames = config.max_seconds = config.max_learner_steps = 0
+  with pytest.raises(ValueError, match='never ends'):
+    program.validate_config(config)
+  with pytest.raises(ValueError, match='Unknown atari_expert variant'):
+    __import__('atari_expert').get_config('gpu-huge')
+
+
+def test_cluster_program_and_resources_are_valid():
+  """Builds (cannot launch here) the Vertex AI program: groups match per-node resources."""
+  sys.path.insert(0, os.path.join(REPO, 'experiments'))
+  import atari_expert  # pylint: disable=g-import-not-at-top
+  from launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  config = atari_expert.get_config('')
+  config.num_actors = 3
+  program = program_lib.make_program(config, '/tmp/s3ta_cluster_program_test')
+  groups = {label: len(nodes) for label, nodes in program.groups.items()}
+  assert groups == {'replay': 1, 'learner': 1, 'actor': 3, 'evaluator': 1}
+  spec = program_lib.resource_spec(config)
+  assert set(spec) == set(groups)
+  assert spec['learner']['accelerator'] == config.resources.learner_accelerator
+  assert spec['learner']['accelerator_count'] == 1
+  assert 'accelerator' not in spec['actor'] and spec['actor']['cpu'] == config.resources.actor_cpu
+  local = program_lib.local_resources(config)
+  assert local['actor'].env['JAX_PLATFORMS'] == 'cpu' and 'JAX_PLATFORMS' not in local['learner'].env
+  try:
+    import xmanager  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    with pytest.raises(ImportError, match='xmanager'):
+      program_lib.xm_resources(config, REPO, os.path.join(REPO, 'requirements.txt'))
+  else:
+    resources = program_lib.xm_resources(config, REPO, os.path.join(REPO, 'requirements.txt'))
+    assert set(resources) == set(groups)
