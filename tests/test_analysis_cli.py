@@ -135,15 +135,21 @@ def _assert_one_error_line(result, fragment):
   assert 'Traceback' not in result.stderr
 
 
-@pytest.mark.parametrize('args,fragment', [
-    (['saliency', '--checkpoint=/no/such/dir'], 'does not exist'),
-    (['attention-video', '--game=NoSuchGame'], 'Unknown Atari game'),
-    (['hard-attention', '--thresholds=0,1.5'], 'outside [0, 1]'),
-])
-def test_bad_inputs_fail_with_one_error_line(tmp_path, args, fragment):
-  result = _cli(args + [f'--out={tmp_path}/out'], REPO)
-  _assert_one_error_line(result, fragment)
-  assert not os.path.exists(tmp_path / 'out')
+def test_bad_inputs_fail_with_one_error_line(tmp_path):
+  """Each bad input in its own `python -m s3ta.analysis` process (run concurrently)."""
+  cases = [
+      (['saliency', '--checkpoint=/no/such/dir'], 'does not exist'),
+      (['attention-video', '--game=NoSuchGame'], 'Unknown Atari game'),
+      (['hard-attention', '--thresholds=0,1.5'], 'outside [0, 1]'),
+  ]
+  env = dict(os.environ, JAX_PLATFORMS='cpu', TF_CPP_MIN_LOG_LEVEL='2')
+  procs = [subprocess.Popen([sys.executable, '-m', 's3ta.analysis'] + args + [f'--out={tmp_path}/out{i}'],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           for i, (args, _) in enumerate(cases)]
+  for i, (proc, (_, fragment)) in enumerate(zip(procs, cases)):
+    stdout, stderr = proc.communicate(timeout=120)
+    _assert_one_error_line(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), fragment)
+    assert not os.path.exists(tmp_path / f'out{i}')
 
 
 def test_attention_command_rejects_a_network_without_attention(tmp_path, capsys):
@@ -158,3 +164,17 @@ def test_attention_command_rejects_a_network_without_attention(tmp_path, capsys)
   assert [l for l in err.splitlines() if l.startswith('error:')] == [
       "error: attention-stats needs an attention network; this checkpoint is a 'resnet' network "
       'without attention.']
+
+
+@pytest.mark.parametrize('args,fragment', [
+    (['inject', '--sprite-box=0,0,16,8', '--inject-at=200,0'], 'does not fit'),
+    (['inject', '--sprite-box=0,0,16,8', '--sprite-step=30', '--before=30'], '--sprite-step'),
+    (['inject'], 'give the sprite'),
+    (['saliency', '--stride=0'], '--stride must be >= 1'),
+])
+def test_bad_options_fail_before_anything_runs(tmp_path, capsys, args, fragment):
+  assert cli.main(args + [f'--out={tmp_path}/out']) == 2
+  err = capsys.readouterr().err
+  errors = [l for l in err.splitlines() if l.startswith('error:')]
+  assert len(errors) == 1 and fragment in errors[0], err
+  assert not os.path.exists(tmp_path / 'out')

@@ -234,48 +234,56 @@ def hard_attention(args) -> None:
   _wrote(path)
 
 
-def _load_sprite(args, records_so_far) -> np.ndarray:
+def _prepare_sprite(args, frame_shape):
+  """Validates the sprite options before anything runs.
+
+  Returns (sprite or None, box): the PNG sprite (None for a patch that is cut from
+  the frame at --sprite-step during the run) and its box (y, x, h, w) in the frame.
+  """
+  if not args.sprite_png and not args.sprite_box:
+    raise ValueError('give the sprite: --sprite-png=FILE or --sprite-box=y,x,h,w (cut from step --sprite-step).')
+  if args.sprite_png and args.sprite_box:
+    raise ValueError('give either --sprite-png or --sprite-box, not both.')
+  height, width = frame_shape[:2]
+  sprite = None
   if args.sprite_png:
     if not os.path.isfile(args.sprite_png):
       raise FileNotFoundError(f'sprite PNG {args.sprite_png!r} does not exist.')
     from PIL import Image  # pylint: disable=g-import-not-at-top
-    return np.asarray(Image.open(args.sprite_png).convert('RGB'))
-  y, x, h, w = _ints(args.sprite_box, 4, '--sprite-box')
-  frame = records_so_far[args.sprite_step].frame
-  if h < 1 or w < 1 or y < 0 or x < 0 or y + h > frame.shape[0] or x + w > frame.shape[1]:
-    raise ValueError(f'--sprite-box {args.sprite_box} is not inside the {frame.shape[0]}x{frame.shape[1]} frame.')
-  return frame[y:y + h, x:x + w].copy()
+    sprite = np.asarray(Image.open(args.sprite_png).convert('RGB'))
+    h, w = sprite.shape[:2]
+  else:
+    sy, sx, h, w = _ints(args.sprite_box, 4, '--sprite-box')
+    if h < 1 or w < 1 or sy < 0 or sx < 0 or sy + h > height or sx + w > width:
+      raise ValueError(f'--sprite-box {args.sprite_box} is not inside the {height}x{width} frame.')
+    if not 0 <= args.sprite_step < args.before:
+      raise ValueError(f'--sprite-step must be in [0, --before={args.before}) so the frame exists before '
+                       f'the injection, got {args.sprite_step}.')
+  y, x = _ints(args.inject_at, 2, '--inject-at')
+  if y < 0 or x < 0 or y + h > height or x + w > width:
+    raise ValueError(f'a {h}x{w} sprite at --inject-at {args.inject_at} does not fit the {height}x{width} frame.')
+  return sprite, (y, x, h, w)
 
 
 def inject(args) -> None:
   _positive(args, 'inject_steps')
   if args.before < 1 or args.after < 0:
     raise ValueError('--before must be >= 1 and --after >= 0.')
-  if not args.sprite_png and not args.sprite_box:
-    raise ValueError('give the sprite: --sprite-png=FILE or --sprite-box=y,x,h,w (cut from step --sprite-step).')
-  if args.sprite_box and not 0 <= args.sprite_step < args.before:
-    raise ValueError(f'--sprite-step must be in [0, --before={args.before}) so the frame exists before '
-                     f'the injection, got {args.sprite_step}.')
-  place = _ints(args.inject_at, 2, '--inject-at')
+  sprite, box = _prepare_sprite(args, rollout.ATARI_OBSERVATION_SHAPE)
   agent, runner = _setup(args)
   start, stop = args.before, args.before + args.inject_steps
   total = stop + args.after
   records, injected = [], {}
-  sprite, box = None, None
   every = max(1, total // 10)
+  y, x, h, w = box
   for t in range(total):
     observation = runner.env_step.observation
-    if t == start:
-      sprite = _load_sprite(args, records)
-      h, w = sprite.shape[:2]
-      y, x = place
-      if y < 0 or x < 0 or y + h > observation.shape[1] or x + w > observation.shape[2]:
-        raise ValueError(f'sprite of {h}x{w} at --inject-at {args.inject_at} does not fit the '
-                         f'{observation.shape[1]}x{observation.shape[2]} frame.')
-      box = (y, x, h, w)
+    if t == start and sprite is None:
+      sy, sx = _ints(args.sprite_box, 4, '--sprite-box')[:2]
+      sprite = records[args.sprite_step].frame[sy:sy + h, sx:sx + w].copy()
     if start <= t < stop:
       observation = observation.copy()
-      observation[0, box[0]:box[0] + box[2], box[1]:box[1] + box[3]] = sprite
+      observation[0, y:y + h, x:x + w] = sprite
       injected[t] = True
     record, _ = runner.step(observation)
     records.append(record)
