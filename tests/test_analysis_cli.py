@@ -178,3 +178,22 @@ def test_bad_options_fail_before_anything_runs(tmp_path, capsys, args, fragment)
   errors = [l for l in err.splitlines() if l.startswith('error:')]
   assert len(errors) == 1 and fragment in errors[0], err
   assert not os.path.exists(tmp_path / 'out')
+
+
+def test_checkpoint_of_a_gray_84x84_run_plays_its_own_game_and_frames(tmp_path, capsys):
+  """A 'cpu'/'smoke' run (light_observation) is played on gray 84x84 Breakout, as trained."""
+  config = NetworkConfig(**rollout.SMALL_NETWORK)
+  network = make_network(config, 4, (84, 84, 1))
+  params = rollout.random_params(network)
+  state = learner_core.TrainingState(params, optimizer.rmsprop_init(params),
+                                     learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(0))
+  experiment = {'env': {'game': 'Breakout', 'light_observation': True, 'full_action_space': False}}
+  checkpoint_lib.save(str(tmp_path / 'checkpoints'), 5, state, network_config=config, config=experiment)
+  _run(['attention-video', f'--checkpoint={tmp_path}', f'--out={tmp_path}/out', '--steps=2', '--scale=2'],
+       capsys)
+  count, (width, _) = _gif(tmp_path / 'out' / 'attention_video.gif')
+  assert count == 2 and width == 5 * 168 + 4 * 4
+  _run(['inject', f'--checkpoint={tmp_path}', f'--out={tmp_path}/inj', '--before=1', '--inject-steps=1',
+        '--after=0', '--sprite-box=0,0,8,8', '--inject-at=70,70'], capsys)
+  assert cli.main(['attention-video', f'--checkpoint={tmp_path}', '--game=Pong', f'--out={tmp_path}/x']) == 2
+  assert 'trained on Breakout' in capsys.readouterr().err

@@ -54,11 +54,15 @@ def _positive(args, *names):
       raise ValueError(f'--{name.replace("_", "-")} must be >= 1, got {getattr(args, name)}.')
 
 
-def _setup(args, num_envs: int = 1, attention_threshold: float = 0.0, need_attention: bool = True):
-  """Environment, agent and runner shared by all subcommands."""
-  if args.checkpoint is not None and not os.path.isdir(args.checkpoint):
-    raise FileNotFoundError(f'checkpoint directory {args.checkpoint!r} does not exist.')
-  env = rollout.make_env(args.game, num_envs=num_envs, seed=args.seed)
+def _setup(args, num_envs: int = 1, attention_threshold: float = 0.0, need_attention: bool = True,
+           settings: Optional[rollout.EnvSettings] = None):
+  """Environment settings, agent and runner shared by all subcommands."""
+  if settings is None:
+    settings = rollout.env_settings(args.checkpoint, args.game)
+  if settings.trained_game and settings.trained_game != settings.game:
+    log(f'[{args.command}] WARNING: the checkpoint was trained on {settings.trained_game}, '
+        f'playing {settings.game}.')
+  env = rollout.make_env(settings, num_envs=num_envs, seed=args.seed)
   try:
     agent = rollout.load_agent(args.checkpoint, env.num_actions, args.network, args.seed,
                                env.observation_shape)
@@ -67,11 +71,12 @@ def _setup(args, num_envs: int = 1, attention_threshold: float = 0.0, need_atten
   except Exception:
     env.close()
     raise
-  log(f'[{args.command}] {args.game}: agent = {agent.description}')
+  frames = 'gray 84x84' if settings.light_observation else 'RGB 210x160'
+  log(f'[{args.command}] {settings.game} ({frames} frames): agent = {agent.description}')
   os.makedirs(args.out, exist_ok=True)
   runner = rollout.AgentRunner(agent, env, seed=args.seed, greedy=args.greedy,
                                attention_threshold=attention_threshold)
-  return agent, runner
+  return agent, runner, settings
 
 
 def _wrote(path: str) -> str:
@@ -79,10 +84,10 @@ def _wrote(path: str) -> str:
   return path
 
 
-def _header(args, agent, t: int, record, extra: str = '') -> list[str]:
-  name = rollout.action_name(args.game, record.action)
+def _header(settings, args, agent, t: int, record, extra: str = '') -> list[str]:
+  name = rollout.action_name(settings.game, record.action)
   source = 'random init' if args.checkpoint is None else 'checkpoint'
-  return [f'{args.game} ({source})  step {t}  action {record.action} {name}  '
+  return [f'{settings.game} ({source})  step {t}  action {record.action} {name}  '
           f'value {record.value:+.3f}  reward {record.reward:+.0f}' + (f'  {extra}' if extra else '')]
 
 
@@ -91,7 +96,7 @@ def _header(args, agent, t: int, record, extra: str = '') -> list[str]:
 
 def attention_video(args) -> None:
   _positive(args, 'steps', 'every')
-  agent, runner = _setup(args)
+  agent, runner, settings = _setup(args)
   records = rollout.play(runner, args.steps, args.command)
   runner.close()
   frames = []
@@ -99,14 +104,14 @@ def attention_video(args) -> None:
     if t % args.every:
       continue
     row = render.hstack(render.head_panels(record.frame, record.attention, args.scale))
-    frames.append(render.vstack([render.banner(row.shape[1], _header(args, agent, t, record)), row], gap=0))
+    frames.append(render.vstack([render.banner(row.shape[1], _header(settings, args, agent, t, record)), row], gap=0))
   _wrote(render.save_gif(frames, os.path.join(args.out, 'attention_video.gif'), args.fps))
   _wrote(render.save_png(frames[-1], os.path.join(args.out, 'attention_last_frame.png')))
 
 
 def what_where(args) -> None:
   _positive(args, 'steps', 'every')
-  agent, runner = _setup(args)
+  agent, runner, settings = _setup(args)
   if agent.network.config.kind == 'l2_keys':
     raise ValueError('what-where needs queries; the l2_keys network has none.')
   basis = runner.basis
@@ -129,7 +134,7 @@ def what_where(args) -> None:
       panels.append(render.labelled(panel, [f'head {n}', f'ΣC/log10 = {share:+.2f}']))
     row = render.hstack(panels)
     legend = render.what_where_legend(row.shape[1]) if legend is None else legend
-    frames.append(render.vstack([render.banner(row.shape[1], _header(args, agent, t, record)), row, legend],
+    frames.append(render.vstack([render.banner(row.shape[1], _header(settings, args, agent, t, record)), row, legend],
                                 gap=0))
   _wrote(render.save_gif(frames, os.path.join(args.out, 'what_where.gif'), args.fps))
   _wrote(render.save_png(frames[-1], os.path.join(args.out, 'what_where_last.png')))
@@ -142,7 +147,7 @@ def saliency(args) -> None:
   _positive(args, 'warmup', 'stride', 'batch')
   if args.mask_sigma <= 0 or args.blur_sigma <= 0:
     raise ValueError('--mask-sigma and --blur-sigma must be > 0.')
-  agent, runner = _setup(args, need_attention=False)
+  agent, runner, settings = _setup(args, need_attention=False)
   rollout.play(runner, args.warmup, f'{args.command} warm-up')
   # The final frame: saliency is computed from the recurrent state it is processed with.
   frame = np.asarray(runner.env_step.observation[0])
@@ -170,7 +175,7 @@ def saliency(args) -> None:
   if record.attention is not None:
     panels += render.head_panels(frame, record.attention, args.scale)[1:]
   row = render.hstack(panels)
-  lines = [f'{args.game}: perturbation saliency after {args.warmup} steps ({agent.description})',
+  lines = [f'{settings.game}: perturbation saliency after {args.warmup} steps ({agent.description})',
            f'green = 0.5||pi(X\')-pi(X)||^2 and 0.5(V(X\')-V(X))^2, each scaled by its max; '
            f'blur sigma {args.blur_sigma}, region sigma {args.mask_sigma}, every {args.stride} px']
   image = render.vstack([render.banner(row.shape[1], lines, size=11), row], gap=0)
@@ -187,11 +192,11 @@ def hard_attention(args) -> None:
   if args.max_steps_per_episode < 0:
     raise ValueError(f'--max-steps-per-episode must be >= 0, got {args.max_steps_per_episode}.')
   results = []
-  agent, runner = _setup(args, num_envs=args.episodes, need_attention=True)
+  agent, runner, settings = _setup(args, num_envs=args.episodes, need_attention=True)
   for i, t in enumerate(thresholds):
     # Same env seed at every threshold: the same starting states, so differences come from t.
     runner.env.close()
-    runner.restart(rollout.make_env(args.game, num_envs=args.episodes, seed=args.seed), t, seed=args.seed)
+    runner.restart(rollout.make_env(settings, num_envs=args.episodes, seed=args.seed), t, seed=args.seed)
     tracker_returns = np.zeros(args.episodes)
     finished = np.zeros(args.episodes, bool)
     steps = 0
@@ -214,11 +219,13 @@ def hard_attention(args) -> None:
   for r in results:
     r['ratio'], r['ratio_stderr'] = numerics.ratio_with_error(r['mean'], r['stderr'], base['mean'],
                                                               base['stderr'])
-  print(f'Hard attention (eq. 12-13) on {args.game}: {args.episodes} episodes per threshold; '
+  print(f'Hard attention (eq. 12-13) on {settings.game}: {args.episodes} episodes per threshold; '
         f'agent = {agent.description}')
   if any(r['truncated'] for r in results):
     print(f'NOTE: episodes still running after {args.max_steps_per_episode} steps were cut; '
           'their partial returns are counted.')
+  if base['mean'] < 0:
+    print('NOTE: the t=0 mean score is negative, so a ratio above 100% means a LOWER score.')
   print(f'{"threshold t":>11} | {"score (mean +- s.e.)":>22} | {"relative to t=" + str(base["threshold"]):>22}')
   print('-' * 62)
   for r in results:
@@ -250,7 +257,9 @@ def _prepare_sprite(args, frame_shape):
     if not os.path.isfile(args.sprite_png):
       raise FileNotFoundError(f'sprite PNG {args.sprite_png!r} does not exist.')
     from PIL import Image  # pylint: disable=g-import-not-at-top
-    sprite = np.asarray(Image.open(args.sprite_png).convert('RGB'))
+    image = Image.open(args.sprite_png)
+    sprite = (np.asarray(image.convert('L'))[..., None] if frame_shape[-1] == 1
+              else np.asarray(image.convert('RGB')))
     h, w = sprite.shape[:2]
   else:
     sy, sx, h, w = _ints(args.sprite_box, 4, '--sprite-box')
@@ -269,8 +278,9 @@ def inject(args) -> None:
   _positive(args, 'inject_steps')
   if args.before < 1 or args.after < 0:
     raise ValueError('--before must be >= 1 and --after >= 0.')
-  sprite, box = _prepare_sprite(args, rollout.ATARI_OBSERVATION_SHAPE)
-  agent, runner = _setup(args)
+  settings = rollout.env_settings(args.checkpoint, args.game)
+  sprite, box = _prepare_sprite(args, rollout.observation_shape(settings))
+  agent, runner, settings = _setup(args, settings=settings)
   start, stop = args.before, args.before + args.inject_steps
   total = stop + args.after
   records, injected = [], {}
@@ -300,7 +310,7 @@ def inject(args) -> None:
     extra = 'SPRITE INJECTED' if t in injected else ''
     row = render.hstack(render.head_panels(record.frame, record.attention, args.scale, box=box))
     colour = render.HIGHLIGHT if extra else render.TEXT
-    frames.append(render.vstack([render.banner(row.shape[1], _header(args, agent, t, record, extra),
+    frames.append(render.vstack([render.banner(row.shape[1], _header(settings, args, agent, t, record, extra),
                                                colour=colour), row], gap=0))
   _wrote(render.save_gif(frames, os.path.join(args.out, 'inject.gif'), args.fps))
 
@@ -309,25 +319,25 @@ def inject(args) -> None:
   columns = []
   for t in picks:
     r = records[t]
-    overlay = numerics.attention_overlay(r.frame, r.attention.sum(axis=0))
+    overlay = numerics.attention_overlay(render.as_rgb(r.frame), r.attention.sum(axis=0))
     overlay = render.scale(render.draw_box(overlay, box), args.scale)
-    caption = [f't={t}{" *" if t in injected else ""}', f'{rollout.action_name(args.game, r.action)}',
+    caption = [f't={t}{" *" if t in injected else ""}', f'{rollout.action_name(settings.game, r.action)}',
                f'V {r.value:+.2f}']
     columns.append(render.vstack([render.banner(overlay.shape[1], caption, size=11,
                                                 colour=render.HIGHLIGHT if t in injected else render.TEXT),
                                   overlay], gap=0))
   strip = render.hstack(columns, gap=2)
-  title = [f'{args.game}: sprite {box[2]}x{box[3]} pasted at (y={box[0]}, x={box[1]}) for steps '
+  title = [f'{settings.game}: sprite {box[2]}x{box[3]} pasted at (y={box[0]}, x={box[1]}) for steps '
            f'{start}-{stop - 1} (* = injected; yellow box); all heads\' attention summed; '
            f'{agent.description}']
   strip = render.vstack([render.banner(strip.shape[1], title, size=11), strip], gap=0)
   _wrote(render.save_png(strip, os.path.join(args.out, 'inject_strip.png')))
-  labels = [rollout.action_name(args.game, a) for a in range(agent.network.num_actions)]
+  labels = [rollout.action_name(settings.game, a) for a in range(agent.network.num_actions)]
   uniform = float(numerics.mass_in_box(np.full((1,) + records[0].attention.shape[-2:], 1.0 /
                                                records[0].attention[0].size), box, records[0].frame.shape)[0])
   _wrote(render.plot_injection(steps, values, actions, mass, (start, stop),
                                os.path.join(args.out, 'inject_trace.png'),
-                               f'{args.game}: reaction to a sprite injected at steps {start}-{stop - 1}\n'
+                               f'{settings.game}: reaction to a sprite injected at steps {start}-{stop - 1}\n'
                                f'{agent.description}', labels, uniform_mass=uniform))
   path = os.path.join(args.out, 'inject.csv')
   with open(path, 'w', newline='') as f:
@@ -340,7 +350,7 @@ def inject(args) -> None:
 
 def attention_stats(args) -> None:
   _positive(args, 'max_steps')
-  agent, runner = _setup(args)
+  agent, runner, settings = _setup(args)
   attention = []
   every = max(1, args.max_steps // 10)
   for t in range(args.max_steps):
@@ -360,11 +370,11 @@ def attention_stats(args) -> None:
   h, w = attention.shape[-2:]
   _wrote(render.plot_marginals(
       attention[frame_index], attention.mean(axis=0), os.path.join(args.out, 'attention_marginals.png'),
-      f'{args.game}: attention weight per column / row; bars: step {frame_index}, '
+      f'{settings.game}: attention weight per column / row; bars: step {frame_index}, '
       f'line: mean over {len(attention)} steps\n{agent.description}'))
   _wrote(render.plot_entropy(
       entropy, os.path.join(args.out, 'attention_entropy.png'),
-      f'{args.game}: attention entropy per head over {len(attention)} steps (low = peaked)\n'
+      f'{settings.game}: attention entropy per head over {len(attention)} steps (low = peaked)\n'
       f'{agent.description}', float(np.log(h * w))))
   over_x, over_y = numerics.marginals(attention)
   path = os.path.join(args.out, 'attention_stats.npz')
@@ -396,7 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
   common.add_argument('--checkpoint', default=None,
                       help='training workdir or its checkpoints/ dir; newest checkpoint is used. '
                       'Absent: a randomly initialised network.')
-  common.add_argument('--game', default='Pong', help='Atari game as EnvPool names it (Pong, MsPacman, ...).')
+  common.add_argument('--game', default=None,
+                      help='Atari game as EnvPool names it (Pong, MsPacman, ...); default: the game the '
+                      'checkpoint was trained on, else Pong.')
   common.add_argument('--out', required=True, help='output directory (created).')
   common.add_argument('--seed', type=int, default=0, help='environment, sampling and init seed.')
   common.add_argument('--network', choices=('small', 'paper'), default='small',

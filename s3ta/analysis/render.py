@@ -26,11 +26,20 @@ def _font(size: int):
     return ImageFont.load_default()
 
 
+def as_rgb(frame: np.ndarray) -> np.ndarray:
+  """[H, W, 3] for display: gray [H, W, 1] or [H, W] frames get three equal channels."""
+  frame = np.asarray(frame)
+  if frame.ndim == 2:
+    frame = frame[..., None]
+  return np.repeat(frame, 3, axis=-1) if frame.shape[-1] == 1 else frame
+
+
 def scale(image: np.ndarray, factor: int) -> np.ndarray:
-  """Nearest-neighbour integer upscaling of an [H, W, 3] image."""
+  """Nearest-neighbour integer upscaling of an image, as RGB [H * factor, W * factor, 3]."""
+  image = as_rgb(image)
   if factor == 1:
     return image
-  return np.asarray(image).repeat(factor, axis=0).repeat(factor, axis=1)
+  return image.repeat(factor, axis=0).repeat(factor, axis=1)
 
 
 def banner(width: int, lines: Sequence[str], size: int = 13, colour=TEXT) -> np.ndarray:
@@ -88,6 +97,7 @@ def draw_box(image: np.ndarray, box: Sequence[int], colour=HIGHLIGHT, factor: in
 def head_panels(frame: np.ndarray, attention: np.ndarray, factor: int = 1,
                 box: Optional[Sequence[int]] = None) -> list[np.ndarray]:
   """[frame, head 0 overlay, ...], each labelled; bright = attended."""
+  frame = as_rgb(frame)
   panels = [labelled(scale(frame, factor) if box is None else draw_box(scale(frame, factor), box, factor=factor),
                      ['frame', 'as the agent sees it'])]
   for n, head in enumerate(attention):
@@ -107,6 +117,7 @@ def what_where_overlay(frame: np.ndarray, difference: np.ndarray, attention: np.
   where the head does not look, the dimmed frame shows through (and faintly everywhere,
   since the opacity stops at `max_alpha`).
   """
+  frame = as_rgb(frame)
   height, width = frame.shape[:2]
   colour = numerics.red_white_blue(numerics.upsample(difference, height, width), numerics.LOG10)
   alpha = max_alpha * numerics.normalise(numerics.upsample(attention, height, width))[..., None]
@@ -126,7 +137,7 @@ def what_where_legend(width: int) -> np.ndarray:
 def saliency_overlay(frame: np.ndarray, saliency_frame: np.ndarray,
                      colour=(0, 255, 0)) -> np.ndarray:
   """Green saliency (normalised by its peak) on the dimmed frame, as in the paper's Figure 7."""
-  dimmed = (np.asarray(frame, np.float64) * 0.6).astype(np.uint8)
+  dimmed = (as_rgb(frame).astype(np.float64) * 0.6).astype(np.uint8)
   return numerics.blend(dimmed, numerics.normalise(saliency_frame) * 0.85, colour=colour)
 
 

@@ -56,13 +56,72 @@ def action_name(game: str, action: int) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-def make_env(game: str, num_envs: int = 1, seed: int = 0):
-  """The project's EnvPool Atari wrapper (RGB 210x160, action repeat 4, unclipped rewards).
+class EnvSettings(NamedTuple):
+  """How to build the environment: from --game, or as the checkpoint's run was trained."""
+  game: str
+  light_observation: bool = False  # gray 84x84x1 frames (the 'cpu'/'smoke' experiment variants)
+  full_action_space: bool = False
+  trained_game: Optional[str] = None  # the game in the checkpoint's experiment config, if any
 
-  Raises ValueError (one line) for an unknown game.
+
+def find_checkpoint(directory: str) -> str:
+  """The newest `ckpt_<step>` in `directory` (a ckpt dir, a checkpoints dir, or a workdir)."""
+  from s3ta.utils import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
+  if not os.path.isdir(directory):
+    raise FileNotFoundError(f'checkpoint directory {directory!r} does not exist.')
+  if os.path.isfile(os.path.join(directory, checkpoint_lib.METADATA_FILE)):
+    return directory
+  path = (checkpoint_lib.latest_checkpoint(directory)
+          or checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(directory)))
+  if path is None:
+    raise FileNotFoundError(f'no checkpoint ({checkpoint_lib.PREFIX}<step>/) in {directory!r} '
+                            'or its checkpoints/ subdirectory.')
+  return path
+
+
+def read_metadata(path: str) -> dict:
+  import json  # pylint: disable=g-import-not-at-top
+  from s3ta.utils import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(path, checkpoint_lib.METADATA_FILE)) as f:
+    return json.load(f)
+
+
+def env_settings(checkpoint: Optional[str], game: Optional[str]) -> EnvSettings:
+  """Environment settings: the checkpoint's experiment config (`config.env`) when it has one.
+
+  `game` overrides the trained game (None: the trained game, else Pong); the
+  observation type (RGB or gray 84x84) and action set always follow the checkpoint,
+  since the network only understands those.
+  """
+  from s3ta.envs import atari  # pylint: disable=g-import-not-at-top
+  env_config = {}
+  if checkpoint is not None:
+    config = read_metadata(find_checkpoint(checkpoint)).get('config') or {}
+    env_config = (config.get('env') if isinstance(config, dict) else None) or {}
+  trained = env_config.get('game')
+  chosen = game or trained or 'Pong'
+  return EnvSettings(atari.validate_game(chosen), bool(env_config.get('light_observation', False)),
+                     bool(env_config.get('full_action_space', False)),
+                     atari.validate_game(trained) if trained else None)
+
+
+def observation_shape(settings: EnvSettings) -> tuple[int, int, int]:
+  from s3ta.envs import atari  # pylint: disable=g-import-not-at-top
+  return tuple(atari.LIGHT_SHAPE if settings.light_observation else atari.RGB_SHAPE)
+
+
+def make_env(settings, num_envs: int = 1, seed: int = 0):
+  """The project's EnvPool Atari wrapper (action repeat 4, unclipped rewards, no sticky actions).
+
+  `settings` is an EnvSettings or a game name (RGB 210x160 frames). Raises
+  ValueError (one line) for an unknown game.
   """
   from s3ta.envs import atari  # pylint: disable=g-import-not-at-top  (lazy: envpool)
-  return atari.AtariEnv(atari.validate_game(game), num_envs=num_envs, seed=seed)
+  if isinstance(settings, str):
+    settings = EnvSettings(settings)
+  return atari.AtariEnv(atari.validate_game(settings.game), num_envs=num_envs, seed=seed,
+                        light_observation=settings.light_observation,
+                        full_action_space=settings.full_action_space)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -93,13 +152,7 @@ def load_agent(checkpoint: Optional[str], num_actions: int, network_size: str = 
     params = random_params(network, seed)
     return LoadedAgent(network, params,
                        f'RANDOMLY INITIALISED {network_size} network (no --checkpoint given; seed {seed})')
-  if not os.path.isdir(checkpoint):
-    raise FileNotFoundError(f'checkpoint directory {checkpoint!r} does not exist.')
-  try:
-    from s3ta.utils import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
-  except ImportError as e:
-    raise ValueError(f'cannot read {checkpoint!r}: s3ta/utils/checkpoint.py is not available ({e}).') from e
-  return _restore_agent(checkpoint_lib, checkpoint, num_actions, observation_shape)
+  return _restore_agent(find_checkpoint(checkpoint), num_actions, observation_shape)
 
 
 def random_params(network: Network, seed: int = 0):
@@ -125,35 +178,24 @@ def random_params(network: Network, seed: int = 0):
   return jax.tree_util.tree_map_with_path(draw, shapes)
 
 
-def _restore_agent(checkpoint_lib, directory: str, num_actions: int,
-                   observation_shape: Sequence[int]) -> LoadedAgent:
-  """Params of the newest checkpoint (s3ta/utils/checkpoint.py) under `directory`.
+def _restore_agent(path: str, num_actions: int, observation_shape: Sequence[int]) -> LoadedAgent:
+  """Params of the checkpoint at `path` (s3ta/utils/checkpoint.py).
 
-  `directory` may be a `ckpt_<step>` directory, a checkpoints directory, or a
-  training workdir that holds `checkpoints/`. The network is rebuilt from the
-  network config stored in the checkpoint's metadata; the checkpoint is restored
-  into a TrainingState template, so any leaf that does not fit (another network,
-  another game's action count) fails with checkpoint.restore's ValueError.
+  The network is rebuilt from the network config stored in the checkpoint's
+  metadata; the checkpoint is restored into a TrainingState template, so any leaf
+  that does not fit (another network, another game's action count) fails with
+  checkpoint.restore's ValueError.
   """
-  import json  # pylint: disable=g-import-not-at-top
   from s3ta.learning import learner_core  # pylint: disable=g-import-not-at-top
-  if os.path.isfile(os.path.join(directory, checkpoint_lib.METADATA_FILE)):
-    path = directory
-  else:
-    path = (checkpoint_lib.latest_checkpoint(directory)
-            or checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(directory)))
-  if path is None:
-    raise FileNotFoundError(f'no checkpoint ({checkpoint_lib.PREFIX}<step>/) in {directory!r} '
-                            'or its checkpoints/ subdirectory.')
-  with open(os.path.join(path, checkpoint_lib.METADATA_FILE)) as f:
-    metadata = json.load(f)
+  from s3ta.utils import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
+  metadata = read_metadata(path)
   if not metadata.get('network_config'):
     raise ValueError(f'checkpoint {path} has no network config in its metadata; cannot rebuild the network.')
   config = NetworkConfig.from_dict(metadata['network_config'])
   network = make_network(config, num_actions, observation_shape)
   template = jax.eval_shape(lambda: learner_core.init_training_state(
       network, learner_core.LearnerConfig(), jax.random.PRNGKey(0)))
-  restored = checkpoint_lib.restore(path, template, network_config=config)
+  restored = checkpoint_lib.restore(path, template, network_config=metadata["network_config"])
   params = jax.tree_util.tree_map(jnp.asarray, restored.state.params)
   return LoadedAgent(network, params, f'checkpoint {path} (step {restored.step}, {config.kind} network)')
 
