@@ -50,9 +50,9 @@ def get_config(arg: str = ''):
   config.log_period_s = 5.0  # metrics records
 
   config.evaluator.period_s = 30.0  # evaluate every 30 s
-  config.evaluator.num_episodes = 1  # one (truncated) episode
+  config.evaluator.num_episodes = 1  # one full episode (a lost Pong game: ~800 agent steps)
   config.evaluator.num_envs = 1  # one environment
-  config.evaluator.max_episode_steps = 300  # cut evaluation episodes at 1200 frames
+  config.evaluator.max_episode_steps = 2500  # cut (and flag) longer evaluation episodes
 
   if arg == 'test':
     config.max_frames = 0  # no frame limit: stop on learner steps

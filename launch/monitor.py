@@ -72,13 +72,14 @@ class RunMonitor:
         frames=int(sum(a.get('frames', 0) for a in actors)),
         learner_steps=int(learner.get('learner_steps', 0)),
         learner_frames=int(learner.get('learner_frames', 0)),
-        param_version=learner.get('param_version'),
+        param_version=None if learner.get('param_version') is None else int(
+            learner['param_version']),
         episodes=int(sum(a.get('episodes', 0) for a in actors)),
         mean_return=mean_return,
         queue_fill=(queue / self._queue_size) if queue is not None and queue >= 0 else None,
         policy_lag=learner.get('policy_lag'),
         num_actors_reporting=len(actors),
-        actor_param_versions=[a.get('param_version') for a in actors],
+        actor_param_versions=[int(a.get('param_version', -1)) for a in actors],
         evaluation=self.latest.get('evaluator'))
 
   def final_learner_record(self) -> Optional[dict]:
@@ -129,7 +130,8 @@ def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]
   if ev:
     hns = ev.get('human_normalized_score')
     lines.append(f'  last evaluation    mean return {ev.get("mean_return")} over '
-                 f'{ev.get("episodes")} episodes ({ev.get("truncated")} cut)'
+                 f'{int(ev.get("episodes", 0))} episodes ({int(ev.get("truncated", 0))} cut), '
+                 f'params v{int(ev.get("param_version", -1))}'
                  + (f', human-normalised {100 * hns:.1f}%' if hns is not None else ''))
   lines.append(f'  checkpoint         {checkpoint or "none"}')
   lines.append('=' * 72)

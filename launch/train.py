@@ -169,9 +169,12 @@ def run_local(config, workdir: str) -> int:
 def run_vertex_ai(config, workdir: str) -> int:
   import launchpad as lp  # pylint: disable=g-import-not-at-top
   from launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  try:
+    resources = program_lib.xm_resources(config, REPO_ROOT,
+                                         os.path.join(REPO_ROOT, 'requirements.txt'))
+  except ImportError as e:
+    _error(str(e))
   program = program_lib.make_program(config, workdir)
-  resources = program_lib.xm_resources(config, REPO_ROOT, os.path.join(REPO_ROOT,
-                                                                       'requirements.txt'))
   lp.launch(program, launch_type='vertex_ai', xm_resources=resources)
   return 0
 

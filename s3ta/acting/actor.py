@@ -40,13 +40,16 @@ class CourierParamsSource:
 
   def __init__(self, learner_client):
     self._learner = learner_client
+    self._version, self._params = -1, None
 
   def __call__(self) -> Optional[tuple[int, Any]]:
     try:
-      reply = self._learner.get_params()
+      reply = self._learner.get_params(self._version)
     except Exception:  # pylint: disable=broad-except  (timeouts, learner gone)
       return None
-    return int(reply['version']), reply['params']
+    if reply['params'] is not None:  # None: unchanged since our last fetch
+      self._version, self._params = int(reply['version']), reply['params']
+    return self._version, self._params
 
 
 def wait_for_params(source: Callable[[], Optional[tuple[int, Any]]],

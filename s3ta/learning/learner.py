@@ -115,9 +115,15 @@ class Learner:
     self.last_metrics: dict = {}
 
   # ---------------------------------------------------------------- RPCs
-  def get_params(self) -> dict:
-    """{'version': int, 'params': numpy pytree} of the current parameters."""
+  def get_params(self, known_version: int = -1) -> dict:
+    """{'version': int, 'params': numpy pytree} of the current parameters.
+
+    `params` is None when `known_version` is already the current version (saves
+    sending unchanged parameters to an actor).
+    """
     state, version = self._state, int(self.counters.param_version)
+    if version == known_version:
+      return {'version': version, 'params': None}
     with self._params_lock:
       if self._params_cache[0] != version:
         self._params_cache = (version, jax.device_get(state.params))
