@@ -62,6 +62,8 @@ class EnvSettings(NamedTuple):
   light_observation: bool = False  # gray 84x84x1 frames (the 'cpu'/'smoke' experiment variants)
   full_action_space: bool = False
   trained_game: Optional[str] = None  # the game in the checkpoint's experiment config, if any
+  frame_skip: int = 4  # action repeat
+  noop_max: int = 30  # up to this many no-ops at episode start
 
 
 def find_checkpoint(directory: str) -> str:
@@ -102,7 +104,9 @@ def env_settings(checkpoint: Optional[str], game: Optional[str]) -> EnvSettings:
   chosen = game or trained or 'Pong'
   return EnvSettings(atari.validate_game(chosen), bool(env_config.get('light_observation', False)),
                      bool(env_config.get('full_action_space', False)),
-                     atari.validate_game(trained) if trained else None)
+                     atari.validate_game(trained) if trained else None,
+                     int(env_config.get('frame_skip', atari.FRAME_SKIP)),
+                     int(env_config.get('noop_max', 30)))
 
 
 def observation_shape(settings: EnvSettings) -> tuple[int, int, int]:
@@ -121,7 +125,8 @@ def make_env(settings, num_envs: int = 1, seed: int = 0):
     settings = EnvSettings(settings)
   return atari.AtariEnv(atari.validate_game(settings.game), num_envs=num_envs, seed=seed,
                         light_observation=settings.light_observation,
-                        full_action_space=settings.full_action_space)
+                        full_action_space=settings.full_action_space,
+                        frame_skip=settings.frame_skip, noop_max=settings.noop_max)
 
 
 # ----------------------------------------------------------------------------------------------
