@@ -164,6 +164,11 @@ def test_attention_command_rejects_a_network_without_attention(tmp_path, capsys)
   assert [l for l in err.splitlines() if l.startswith('error:')] == [
       "error: attention-stats needs an attention network; this checkpoint is a 'resnet' network "
       'without attention.']
+  # Saliency works on the baseline too (the paper compares both), without attention panels.
+  _run(['saliency', f'--checkpoint={tmp_path}', f'--out={tmp_path}/sal', '--warmup=2', '--stride=60'], capsys)
+  maps = np.load(tmp_path / 'sal' / 'saliency.npz')
+  assert maps['policy'].shape == (3, 3) and maps['attention'].size == 0  # centres 30, 90, 150
+  assert Image.open(tmp_path / 'sal' / 'saliency.png').size[0] == 3 * 160 + 2 * 4
 
 
 @pytest.mark.parametrize('args,fragment', [
