@@ -189,6 +189,8 @@ class Actor:
         timers = dict.fromkeys(timers, 0.0)
     self._log(max(time.time() - last_log, 1e-6), self.env_steps - steps_at_log, window_returns,
               timers, time.time() - start, final=True)
+    print(f'[actor {self._id}] stopped after {self.env_steps} batch steps, {self.unrolls} unrolls',
+          flush=True)
 
   def _log(self, span, steps, returns, timers, elapsed, **extra):
     if self._logger is None:

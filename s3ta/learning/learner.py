@@ -87,6 +87,7 @@ class Learner:
     self._max_frames, self._max_seconds, self._max_steps = max_frames, max_seconds, max_steps
     self._log_period_s = log_period_s
     self._sample_timeout_ms = sample_timeout_ms
+    self._max_sample_failures = 30  # consecutive Reverb errors (about 30 s) before giving up
     self.device = jax.devices()[0]
 
     key = rng_key if rng_key is not None else jax.random.PRNGKey(0)
@@ -163,10 +164,23 @@ class Learner:
     return None
 
   def _queue_size(self, client) -> int:
-    try:
-      return int(client.server_info(timeout=1)[replay.TABLE_NAME].current_size)
-    except Exception:  # pylint: disable=broad-except
-      return -1
+    """Items in the queue, or -1 if the server does not answer within a second.
+
+    Asked from a daemon thread: a Reverb server that is shutting down can leave
+    `server_info` blocked past its timeout, and the learner must never hang.
+    """
+    result = []
+
+    def ask():
+      try:
+        result.append(int(client.server_info(timeout=1)[replay.TABLE_NAME].current_size))
+      except Exception:  # pylint: disable=broad-except
+        pass
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    thread.join(1.5)
+    return result[0] if result else -1
 
   def _log(self, client, since: float, steps_since: int, frames_since: int, **extra):
     now = time.time()
@@ -206,6 +220,7 @@ class Learner:
     steps_at_log, frames_at_log = self.counters.learner_steps, self.counters.learner_frames
     reason = None
     dataset = iterator = None
+    failures = 0
     try:
       while reason is None:
         if self._should_stop():
@@ -218,8 +233,18 @@ class Learner:
         t0 = time.time()
         try:
           sample = next(iterator)
+          failures = 0
         except StopIteration:  # no data within the timeout: re-check stop, then retry
           iterator = dataset = None
+          continue
+        except Exception:  # pylint: disable=broad-except  (Reverb unavailable)
+          iterator = dataset = None
+          if self._should_stop():  # the replay node may go down first when stopping
+            continue
+          failures += 1
+          if failures > self._max_sample_failures:
+            raise
+          time.sleep(1.0)
           continue
         self._stats['sample_s'] += time.time() - t0
         self.step_on_batch(sample.data)
@@ -238,13 +263,16 @@ class Learner:
       # Trap 1: a live Reverb/tf.data iterator makes the process hang at exit.
       del iterator, dataset
       gc.collect()
+    stopping = time.time()
     self.counters.train_seconds = train_seconds_at_start + time.time() - start
     self.save()
-    self._log(client, last_log, self.counters.learner_steps - steps_at_log,
+    self._log(None, last_log, self.counters.learner_steps - steps_at_log,
               self.counters.learner_frames - frames_at_log, final=True,
               stop_reason_code=STOP_REASONS.index(reason) + 1)
     del client
     gc.collect()
+    print(f'[learner] {reason} at step {self.counters.learner_steps}; saved and cleaned up in '
+          f'{time.time() - stopping:.1f} s', flush=True)
     if reason != 'stop requested':
       self._stop_program()
     return reason

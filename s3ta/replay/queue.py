@@ -127,16 +127,25 @@ class TrajectoryQueueWriter:
       except reverb.DeadlineExceededError:
         if self._should_stop():
           return False
+      except Exception:  # pylint: disable=broad-except  (server gone: fine when stopping)
+        if self._should_stop():
+          return False
+        raise
 
   def write(self, items: list[dict]) -> bool:
     """Inserts items (each one writer step); returns False if the program is stopping."""
-    for item in items:
-      self._writer.append(item)
-      history = self._writer.history
-      # Column histories are pytree leaves; [-1] references this step only (squeezed).
-      trajectory = jax.tree_util.tree_map(lambda column: column[-1], history)
-      self._writer.create_item(self._table, 1.0, trajectory)
-      self.items_written += 1
+    try:
+      for item in items:
+        self._writer.append(item)
+        history = self._writer.history
+        # Column histories are pytree leaves; [-1] references this step only (squeezed).
+        trajectory = jax.tree_util.tree_map(lambda column: column[-1], history)
+        self._writer.create_item(self._table, 1.0, trajectory)
+        self.items_written += 1
+    except Exception:  # pylint: disable=broad-except  (server gone: fine when stopping)
+      if self._should_stop():
+        return False
+      raise
     return self._wait(self._max_in_flight)
 
   def close(self, flush: bool = False):
