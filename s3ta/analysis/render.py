@@ -179,7 +179,7 @@ def plot_marginals(frame_attention: np.ndarray, mean_attention: np.ndarray, path
   over_x, over_y = numerics.marginals(frame_attention)
   mean_x, mean_y = numerics.marginals(mean_attention)
   heads = frame_attention.shape[0]
-  fig, axes = plt.subplots(2, heads, figsize=(2.6 * heads, 4.6), squeeze=False)
+  fig, axes = plt.subplots(2, heads, figsize=(max(2.6 * heads, 7.5), 4.8), squeeze=False)
   for n in range(heads):
     ax = axes[0, n]
     ax.bar(np.arange(over_x.shape[-1]), over_x[n], color='tab:blue', width=0.9, label='this frame')
