@@ -37,6 +37,7 @@ class NetworkConfig:
   answer_hidden: Sequence[int] = (512, 256)  # answer processor MLP
   lstm_size: int = 256  # policy core LSTM
   head_hidden: int = 128  # MLP before the policy and value heads
+  query_init_scale: float = 1.0  # std multiplier of the query output layer's initialisation
   resnet_channels: Sequence[int] = (16, 32, 32)  # IMPALA deep ResNet stages
   resnet_blocks: int = 2  # residual blocks per stage
   resnet_hidden: int = 256  # ResNet output layer
@@ -148,8 +149,39 @@ class PolicyValueHead(nn.Module):
     return logits, value
 
 
+class ConvLSTMGates(nn.Module):
+  """The recurrent half of a ConvLSTM step, for use inside `nn.scan`.
+
+  The input-to-gates convolution is non-recurrent, so `ConvTorso` applies it to all
+  T*B frames at once; here we add the hidden-to-gates convolution, written as
+  patches @ kernel: XLA:CPU runs a convolution's backward pass inside a while loop
+  about 8x slower than the equivalent matmul (measured: BENCHMARKS.md).
+  Gate order and equations follow `flax.linen.ConvLSTMCell`.
+  """
+  features: int
+  kernel_size: int
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, carry, input_gates):
+    c, h = carry
+    patches = jax.lax.conv_general_dilated_patches(
+        h.astype(self.dtype), (self.kernel_size, self.kernel_size), (1, 1), 'SAME',
+        dimension_numbers=('NHWC', 'HWIO', 'NHWC'))
+    gates = input_gates + nn.Dense(4 * self.features, use_bias=False, dtype=self.dtype,
+                                   name='hidden_to_gates')(patches)
+    i, g, f, o = jnp.split(gates.astype(jnp.float32), 4, axis=-1)
+    new_c = nn.sigmoid(f) * c + nn.sigmoid(i) * jnp.tanh(g)
+    new_h = nn.sigmoid(o) * jnp.tanh(new_c)
+    return (new_c, new_h), new_h
+
+
 class ConvTorso(nn.Module):
-  """The vision core's ConvNet (8x8/4 32ch, 4x4/2 64ch in the paper), ReLU."""
+  """The vision core's ConvNet (8x8/4 32ch, 4x4/2 64ch in the paper), ReLU.
+
+  For the attention kinds it also applies the ConvLSTM's input convolution, which
+  does not depend on the recurrent state (see ConvLSTMGates).
+  """
   config: NetworkConfig
 
   @nn.compact
@@ -161,6 +193,10 @@ class ConvTorso(nn.Module):
       x = nn.Conv(channels, (kernel, kernel), (stride, stride), padding='SAME', dtype=dtype,
                   name=f'conv_{i}')(x)
       x = nn.relu(x)
+    if self.config.kind in ATTENTION_KINDS:  # the ConvLSTM's input-to-gates convolution
+      kernel = self.config.vision_lstm_kernel
+      x = nn.Conv(4 * self.config.vision_lstm_channels, (kernel, kernel), padding='SAME',
+                  dtype=dtype, name='vision_lstm_input')(x)
     return x
 
 
@@ -196,15 +232,14 @@ class S3TACore(nn.Module):
 
   @nn.compact
   def __call__(self, state: AgentState, step, attention_threshold):
-    features, prev_action, prev_reward, is_first = step
+    features, prev_action, prev_reward, is_first = step  # features: ConvLSTM input gates
     cfg = self.config
     dtype = jnp.dtype(cfg.dtype)
     batch = features.shape[0]
     state = _reset(state, is_first)
 
-    vision_state, vision_out = nn.ConvLSTMCell(
-        cfg.vision_lstm_channels, (cfg.vision_lstm_kernel, cfg.vision_lstm_kernel),
-        name='vision_lstm')(state.vision, features)
+    vision_state, vision_out = ConvLSTMGates(cfg.vision_lstm_channels, cfg.vision_lstm_kernel,
+                                             dtype, name='vision_lstm')(state.vision, features)
     vision_out = vision_out.astype(jnp.float32)
     basis = jnp.broadcast_to(self.basis, (batch,) + self.basis.shape)
     keys = jnp.concatenate([vision_out[..., :cfg.key_channels], basis], axis=-1)
@@ -214,10 +249,13 @@ class S3TACore(nn.Module):
     if cfg.kind == 's3ta':
       previous_hidden = state.core[1]
       hidden = _mlp(cfg.query_hidden, dtype, 'query')(previous_hidden.astype(dtype))
-      queries = nn.Dense(math.prod(query_shape), dtype=dtype, name='query_out')(hidden)
+      init = nn.initializers.variance_scaling(cfg.query_init_scale**2, 'fan_in', 'truncated_normal')
+      queries = nn.Dense(math.prod(query_shape), dtype=dtype, kernel_init=init,
+                         name='query_out')(hidden)
       queries = queries.astype(jnp.float32).reshape((batch,) + query_shape)
     elif cfg.kind == 'fixed_query':
-      bias = self.param('fixed_queries', nn.initializers.normal(stddev=1.0), query_shape)
+      bias = self.param('fixed_queries', nn.initializers.normal(stddev=cfg.query_init_scale),
+                        query_shape)
       queries = jnp.broadcast_to(bias, (batch,) + query_shape)
     else:  # 'l2_keys': no queries; the same key-norm map for every head.
       queries = jnp.zeros((batch,) + query_shape, jnp.float32)
@@ -227,10 +265,8 @@ class S3TACore(nn.Module):
       logits = jnp.broadcast_to(norms[:, None], (batch, cfg.num_heads) + norms.shape[1:])
     else:
       logits = attention_lib.attention_logits(queries, keys)
-    weights = attention_lib.spatial_softmax(logits)
-    weights = jax.lax.cond(attention_threshold > 0,
-                           lambda w: attention_lib.hard_threshold(w, attention_threshold),
-                           lambda w: w, weights)
+    weights = attention_lib.hard_threshold(attention_lib.spatial_softmax(logits),
+                                           attention_threshold)
     answers = attention_lib.read_answers(weights, values)
 
     parts = [answers.reshape(batch, -1)]

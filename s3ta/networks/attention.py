@@ -56,12 +56,12 @@ def spatial_softmax(logits: jax.Array) -> jax.Array:
 def hard_threshold(weights: jax.Array, threshold: jax.Array | float) -> jax.Array:
   """Eq. 12-13: zero weights below `threshold * max` and renormalise per head.
 
-  threshold = 0 returns the soft weights unchanged; threshold = 1 keeps only the
+  threshold = 0 returns the soft weights bit for bit; threshold = 1 keeps only the
   arg-max location(s).
   """
   peak = jnp.max(weights, axis=(-2, -1), keepdims=True)
   kept = jnp.where(weights >= threshold * peak, weights, 0.0)
-  return kept / jnp.sum(kept, axis=(-2, -1), keepdims=True)
+  return jnp.where(threshold > 0, kept / jnp.sum(kept, axis=(-2, -1), keepdims=True), weights)
 
 
 def read_answers(weights: jax.Array, values: jax.Array) -> jax.Array:

@@ -1,0 +1,75 @@
+"""impala_loss against V-trace values computed by hand (T = 2 and 3, with a terminal)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from s3ta.learning import impala_loss
+
+LOG = np.log
+
+
+def test_on_policy_loss_with_a_terminal_step():
+  # T=3, B=1, 2 actions, uniform policy = behaviour (rho = 1), gamma 0.9, the
+  # episode ends after step 1 (discount 0 there).
+  logits = np.zeros((3, 1, 2), np.float32)
+  values = np.array([[0.5], [1.0], [2.0], [3.0]], np.float32)
+  actions = np.array([[0], [1], [0]], np.int32)
+  rewards = np.array([[1.0], [0.0], [2.0]], np.float32)
+  discounts = np.array([[0.9], [0.0], [0.9]], np.float32)
+  loss, m = impala_loss(logits, values, actions, logits, rewards, discounts)
+  # On-policy, lambda 1: v_2 = 2 + 0.9*3 = 4.7, v_1 = 0 (terminal), v_0 = 1 + 0.9*0 = 1.
+  # td errors v_s - V(x_s) = [0.5, -1, 2.7]; pg advantages r + g*v_{s+1} - V = [0.5, -1, 2.7].
+  baseline = 0.5 * (0.5**2 + 1.0**2 + 2.7**2)  # 4.27
+  pg = -(0.5 - 1.0 + 2.7) * LOG(0.5)  # 1.5249
+  entropy = 3 * LOG(0.5)  # sum pi log pi = -2.0794
+  assert float(m['baseline_loss']) == pytest.approx(baseline, rel=1e-5)
+  assert float(m['pg_loss']) == pytest.approx(pg, rel=1e-5)
+  assert float(loss) == pytest.approx(pg + 0.5 * baseline + 0.01 * entropy, rel=1e-5)
+  assert float(loss) == pytest.approx(3.639130, rel=1e-5)
+
+
+def test_off_policy_loss_clips_importance_weights():
+  # T=2: pi(a0)=0.8 vs mu=0.5 -> rho 1.6 clipped to 1; pi(a1)=0.2 vs 0.5 -> rho = c = 0.4.
+  logits = np.array([[[LOG(0.8), LOG(0.2)]], [[LOG(0.2), LOG(0.8)]]], np.float32)
+  behaviour = np.zeros((2, 1, 2), np.float32)
+  values = np.array([[1.0], [2.0], [3.0]], np.float32)
+  actions = np.zeros((2, 1), np.int32)
+  rewards = np.ones((2, 1), np.float32)
+  discounts = np.full((2, 1), 0.9, np.float32)
+  loss, m = impala_loss(logits, values, actions, behaviour, rewards, discounts,
+                        baseline_cost=0.5, entropy_cost=0.01)
+  # delta_0 = 1*(1 + 0.9*2 - 1) = 1.8; delta_1 = 0.4*(1 + 0.9*3 - 2) = 0.68
+  # v_1 = 2 + 0.68 = 2.68; v_0 = 1 + 1.8 + 0.9*1*0.68 = 3.412
+  # pg adv: a_0 = 1*(1 + 0.9*2.68 - 1) = 2.412; a_1 = 0.4*(1 + 0.9*3 - 2) = 0.68
+  pg = -(2.412 * LOG(0.8) + 0.68 * LOG(0.2))
+  baseline = 0.5 * ((3.412 - 1.0)**2 + (2.68 - 2.0)**2)
+  entropy = 2 * (0.8 * LOG(0.8) + 0.2 * LOG(0.2))
+  assert float(m['pg_loss']) == pytest.approx(pg, rel=1e-5)
+  assert float(m['baseline_loss']) == pytest.approx(baseline, rel=1e-5)
+  assert float(loss) == pytest.approx(pg + 0.5 * baseline + 0.01 * entropy, rel=1e-5)
+  assert float(m['mean_rho']) == pytest.approx((1.6 + 0.4) / 2, rel=1e-5)
+
+
+def test_targets_and_advantages_carry_no_gradient():
+  rng = np.random.default_rng(0)
+  t, b, a = 3, 2, 4
+  logits = jnp.asarray(rng.normal(size=(t, b, a)), jnp.float32)
+  values = jnp.asarray(rng.normal(size=(t + 1, b)), jnp.float32)
+  actions = jnp.asarray(rng.integers(0, a, size=(t, b)), jnp.int32)
+  rewards = jnp.asarray(rng.normal(size=(t, b)), jnp.float32)
+  discounts = jnp.full((t, b), 0.99, jnp.float32)
+
+  def loss_of_values(v):
+    return impala_loss(logits, v, actions, logits, rewards, discounts)[0]
+
+  grad = jax.grad(loss_of_values)(values)
+  # The bootstrap value only appears inside (stopped) targets: zero gradient.
+  np.testing.assert_allclose(grad[-1], 0.0, atol=1e-7)
+  # For the others, d/dV 0.5 * 0.5 * (v_s - V)^2 = -0.5 * (v_s - V) = -0.5 * td_error.
+  grad_unit = jax.grad(lambda v: impala_loss(logits, v, actions, logits, rewards, discounts,
+                                             baseline_cost=1.0, entropy_cost=0.0)[0])(values)
+  # Policy logits are independent of values here, so the gradient is the baseline term only.
+  np.testing.assert_allclose(grad, 0.5 * grad_unit, rtol=1e-5)
+  assert np.all(np.abs(np.asarray(grad[:-1])) > 0)

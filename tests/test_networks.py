@@ -1,0 +1,168 @@
+"""Network shapes at the paper's sizes, ablation properties and recurrent-state handling."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from s3ta.networks import AgentInput, NetworkConfig, make_network, parameter_count
+
+SMALL = dict(conv_channels=(8,), conv_kernels=(3,), conv_strides=(1,), vision_lstm_channels=16,
+             key_channels=4, num_heads=2, basis_frequencies=1, query_hidden=(16,),
+             answer_hidden=(32,), lstm_size=16, head_hidden=16, resnet_channels=(8,),
+             resnet_blocks=1, resnet_hidden=16)
+
+
+def small_network(kind='s3ta', num_actions=3, shape=(6, 5, 3)):
+  return make_network(dict(SMALL, kind=kind), num_actions, shape)
+
+
+def random_inputs(network, time, batch, seed=0, first=False):
+  rng = np.random.default_rng(seed)
+  return AgentInput(
+      observation=rng.integers(0, 256, (time, batch) + network.observation_shape).astype(np.uint8),
+      prev_action=rng.integers(0, network.num_actions, (time, batch)).astype(np.int32),
+      prev_reward=rng.normal(size=(time, batch)).astype(np.float32),
+      is_first=np.full((time, batch), first))
+
+
+def random_state(network, batch, seed):
+  leaves, tree = jax.tree_util.tree_flatten(network.initial_state(batch))
+  keys = jax.random.split(jax.random.PRNGKey(seed), len(leaves))
+  return jax.tree_util.tree_unflatten(tree, [jax.random.normal(k, l.shape) for k, l in zip(keys, leaves)])
+
+
+def test_paper_size_shapes_and_parameter_count():
+  network = make_network(NetworkConfig(), 18, (210, 160, 3))
+  params = jax.eval_shape(network.init, jax.random.PRNGKey(0))
+  state = network.initial_state(2)
+  # Vision core output O: 27 x 20 x 128 (the ConvLSTM state).
+  assert state.vision[1].shape == (2, 27, 20, 128)
+  outputs, final = jax.eval_shape(network.unroll, params, network.dummy_input(3, 2), state)
+  assert outputs.logits.shape == (3, 2, 18)
+  assert outputs.value.shape == (3, 2)
+  assert outputs.attention.shape == (3, 2, 4, 27, 20)
+  assert outputs.queries.shape == (3, 2, 4, 72)  # 4 heads x (8 key + 64 basis)
+  # Answer processor input: 4 answers x 184 (120 values + 64 basis) + 4 queries x 72
+  # + 18 one-hot previous action + 1 previous reward.
+  assert params['core']['answer_0']['kernel'].shape == (4 * 184 + 4 * 72 + 18 + 1, 512)
+  assert params['core']['query_out']['kernel'].shape == (128, 4 * 72)
+  assert params['core']['policy_lstm']['hi']['kernel'].shape == (256, 256)
+  assert params['core']['head']['hidden']['kernel'].shape == (256, 128)
+  assert params['torso']['conv_0']['kernel'].shape == (8, 8, 3, 32)
+  assert params['torso']['conv_1']['kernel'].shape == (4, 4, 32, 64)
+  assert 2.2e6 < parameter_count(params) < 2.4e6
+  assert jax.tree_util.tree_map(lambda x: x.shape, final) == jax.tree_util.tree_map(lambda x: x.shape, state)
+
+
+@pytest.mark.parametrize('kind', ['resnet', 'resnet_lstm'])
+def test_resnet_baselines_have_no_attention(kind):
+  network = make_network(NetworkConfig(kind=kind), 6, (84, 84, 1))
+  params = jax.eval_shape(network.init, jax.random.PRNGKey(0))
+  outputs, _ = jax.eval_shape(network.unroll, params, network.dummy_input(2, 3), network.initial_state(3))
+  assert outputs.logits.shape == (2, 3, 6) and outputs.value.shape == (2, 3)
+  assert outputs.attention is None and outputs.queries is None
+  assert network.has_attention is False
+
+
+def test_fixed_query_attention_does_not_depend_on_the_lstm_state():
+  network = small_network('fixed_query')
+  params = network.init(jax.random.PRNGKey(0))
+  inputs = random_inputs(network, 1, 4)
+  state_a, state_b = random_state(network, 4, 1), random_state(network, 4, 2)
+  state_b = state_b._replace(vision=state_a.vision)  # same vision state, different LSTM state
+  out_a, _ = network.unroll(params, inputs, state_a)
+  out_b, _ = network.unroll(params, inputs, state_b)
+  np.testing.assert_array_equal(out_a.queries, out_b.queries)
+  np.testing.assert_allclose(out_a.attention, out_b.attention, rtol=1e-6)
+  assert not np.allclose(out_a.value, out_b.value)  # the LSTM state still matters downstream
+
+
+def test_top_down_attention_depends_on_the_lstm_state():
+  network = small_network('s3ta')
+  params = network.init(jax.random.PRNGKey(0))
+  inputs = random_inputs(network, 1, 4)
+  state_a, state_b = random_state(network, 4, 1), random_state(network, 4, 2)
+  state_b = state_b._replace(vision=state_a.vision)
+  out_a, _ = network.unroll(params, inputs, state_a)
+  out_b, _ = network.unroll(params, inputs, state_b)
+  assert not np.allclose(out_a.queries, out_b.queries)
+  assert not np.allclose(out_a.attention, out_b.attention)
+
+
+def test_l2_keys_attention_is_the_softmax_of_key_norms_shared_by_heads():
+  network = small_network('l2_keys')
+  params = network.init(jax.random.PRNGKey(0))
+  outputs, _ = network.unroll(params, random_inputs(network, 2, 3), network.initial_state(3))
+  np.testing.assert_allclose(outputs.attention[:, :, 0], outputs.attention[:, :, 1])
+  np.testing.assert_array_equal(outputs.queries, 0.0)
+
+
+@pytest.mark.parametrize('kind', ['s3ta', 'resnet_lstm'])
+def test_state_is_reset_at_episode_starts(kind):
+  network = small_network(kind)
+  params = network.init(jax.random.PRNGKey(0))
+  inputs = random_inputs(network, 1, 3, first=True)
+  from_random, _ = network.unroll(params, inputs, random_state(network, 3, 5))
+  from_zero, _ = network.unroll(params, inputs, network.initial_state(3))
+  np.testing.assert_allclose(from_random.logits, from_zero.logits, rtol=1e-6)
+  np.testing.assert_allclose(from_random.value, from_zero.value, rtol=1e-6)
+  # Without is_first the state is used, so outputs differ.
+  carried, _ = network.unroll(params, inputs._replace(is_first=np.zeros((1, 3), bool)),
+                              random_state(network, 3, 5))
+  assert not np.allclose(carried.value, from_zero.value)
+
+
+def test_reset_applies_per_environment_and_mid_unroll():
+  network = small_network('s3ta')
+  params = network.init(jax.random.PRNGKey(0))
+  inputs = random_inputs(network, 4, 2)
+  is_first = np.zeros((4, 2), bool)
+  is_first[2, 0] = True  # env 0 starts a new episode at t = 2
+  inputs = inputs._replace(is_first=is_first)
+  state = random_state(network, 2, 3)
+  outputs, _ = network.unroll(params, inputs, state)
+  # Env 0 from t = 2 equals a fresh unroll of its steps 2..3 from the zero state.
+  tail = jax.tree_util.tree_map(lambda x: x[2:, :1], inputs)
+  fresh, _ = network.unroll(params, tail, network.initial_state(1))
+  np.testing.assert_allclose(outputs.value[2:, 0], fresh.value[:, 0], rtol=1e-5, atol=1e-6)
+  # Env 1 never resets: its outputs equal an unroll of env 1 alone with its state.
+  env1 = jax.tree_util.tree_map(lambda x: x[:, 1:], inputs)
+  alone, _ = network.unroll(params, env1, jax.tree_util.tree_map(lambda x: x[1:], state))
+  np.testing.assert_allclose(outputs.value[:, 1], alone.value[:, 0], rtol=1e-5, atol=1e-6)
+
+
+def test_state_is_carried_across_unroll_calls():
+  network = small_network('s3ta')
+  params = network.init(jax.random.PRNGKey(0))
+  inputs = random_inputs(network, 4, 2)
+  whole, final_whole = network.unroll(params, inputs, network.initial_state(2))
+  first_half = jax.tree_util.tree_map(lambda x: x[:2], inputs)
+  second_half = jax.tree_util.tree_map(lambda x: x[2:], inputs)
+  out1, mid = network.unroll(params, first_half, network.initial_state(2))
+  out2, final_split = network.unroll(params, second_half, mid)
+  np.testing.assert_allclose(np.concatenate([out1.value, out2.value]), whole.value, rtol=1e-5, atol=1e-6)
+  for a, b in zip(jax.tree_util.tree_leaves(final_whole), jax.tree_util.tree_leaves(final_split)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_step_matches_a_one_step_unroll_and_threshold_one_is_hard_attention():
+  network = small_network('s3ta')
+  params = network.init(jax.random.PRNGKey(0))
+  inputs = random_inputs(network, 1, 2)
+  step_out, _ = network.step(params, jax.tree_util.tree_map(lambda x: x[0], inputs), network.initial_state(2))
+  unroll_out, _ = network.unroll(params, inputs, network.initial_state(2))
+  np.testing.assert_allclose(step_out.logits, unroll_out.logits[0], rtol=1e-6)
+  hard, _ = network.unroll(params, inputs, network.initial_state(2), attention_threshold=1.0)
+  np.testing.assert_allclose(np.asarray(hard.attention).max(axis=(-2, -1)), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize('bad,match', [
+    (dict(kind='transformer'), 'Unknown network kind'),
+    (dict(key_channels=200), 'key_channels'),
+    (dict(conv_kernels=(8,)), 'equal lengths'),
+    (dict(lstm_sise=3), 'Unknown network config field'),
+])
+def test_bad_network_config_is_rejected_with_a_clear_message(bad, match):
+  with pytest.raises(ValueError, match=match):
+    NetworkConfig.from_dict(bad)
