@@ -81,3 +81,35 @@ def test_fitness_window_and_reset_on_exploit():
   assert learner.get_fitness()['fitness'] is None
   with pytest.raises(ValueError, match='momentum'):
     learner.set_hyperparams({'momentum': 0.9})
+
+
+def test_exploit_over_real_courier_servers():
+  """CourierMember ↔ PBTLearner over courier (arrays as call arguments never arrive: see wire.py)."""
+  import courier  # pylint: disable=g-import-not-at-top
+  import portpicker  # pylint: disable=g-import-not-at-top
+  from launchpad.nodes.courier import courier_utils  # pylint: disable=g-import-not-at-top
+  from s3ta.pbt.node import CourierMember, StopRequested  # pylint: disable=g-import-not-at-top
+  network, donor = make_learner(0)
+  _, recipient = make_learner(1)
+  donor.step_on_batch(batch(network, 0))
+  servers, members = [], []
+  for learner in (recipient, donor):
+    port = portpicker.pick_unused_port()
+    server = courier_utils.make_courier_server(learner, port=port)
+    server.Start()
+    servers.append(server)
+    members.append(CourierMember(courier.Client(f'localhost:{port}', call_timeout=20), lambda: False))
+  try:
+    hp = {'learning_rate': 1e-3, 'entropy_cost': 0.03, 'rmsprop_epsilon': 0.01, 'grad_clip': 40.0}
+    members[0].set_state(members[1].get_state(), hp)
+    jax.tree_util.tree_map(np.testing.assert_array_equal, recipient.get_state(), donor.get_state())
+    assert recipient.get_hyperparams() == pytest.approx(hp)
+    members[0].set_hyperparams({'entropy_cost': np.float32(0.5)})
+    assert recipient.get_hyperparams()['entropy_cost'] == pytest.approx(0.5)
+    assert members[1].get_fitness()['learner_steps'] == 1
+    stopping = CourierMember(members[0]._client, lambda: True)  # pylint: disable=protected-access
+    with pytest.raises(StopRequested):
+      stopping.get_fitness()
+  finally:
+    for server in servers:
+      server.Stop()

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from s3ta.learning.learner import Learner
 from s3ta.learning.learner_core import Hyperparams
 from s3ta.pbt.config import HYPERPARAM_NAMES
+from s3ta.pbt import wire
 from s3ta.pbt.fitness import FitnessTracker, Normalizer
 
 
@@ -104,11 +105,14 @@ class PBTLearner(Learner):
       return {'params': jax.device_get(self._state.params),
               'opt_state': jax.device_get(self._state.opt_state)}
 
-  def set_state(self, state: Mapping, hyperparams: Mapping[str, float]) -> None:
+  def set_state(self, state, hyperparams: Mapping[str, float]) -> None:
     """Takes another member's params + optimiser state and hyperparameters.
+
+    `state` is `get_state()`'s dict, or its `wire.encode_state` bytes (over courier).
 
     Keeps this learner's own step and frame counters; forgets its recent episodes
     (they measured the replaced weights); bumps `param_version` so actors refresh."""
+    state = wire.decode_state(state)
     with self._pbt_lock:
       put = lambda tree: jax.device_put(tree, self.device)
       self._state = self._state._replace(params=put(state['params']), opt_state=put(state['opt_state']),

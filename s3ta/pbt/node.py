@@ -15,6 +15,7 @@ import time
 from typing import Callable, Mapping, Optional, Sequence
 
 from s3ta.pbt.config import PBTConfig
+from s3ta.pbt import wire
 from s3ta.pbt.controller import Controller
 
 
@@ -68,10 +69,11 @@ class CourierMember:
     return self._call('get_state')
 
   def set_state(self, state, hyperparams):
-    return self._call('set_state', state, dict(hyperparams))
+    # Arrays as courier arguments never arrive (see wire.py): send one bytes blob.
+    return self._call('set_state', wire.encode_state(state), wire.plain_hyperparams(hyperparams))
 
   def set_hyperparams(self, hyperparams):
-    return self._call('set_hyperparams', dict(hyperparams))
+    return self._call('set_hyperparams', wire.plain_hyperparams(hyperparams))
 
 
 class ControllerNode:
