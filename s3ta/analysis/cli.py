@@ -87,8 +87,8 @@ def _wrote(path: str) -> str:
 def _header(settings, args, agent, t: int, record, extra: str = '') -> list[str]:
   name = rollout.action_name(settings.game, record.action)
   source = 'random init' if args.checkpoint is None else 'checkpoint'
-  return [f'{settings.game} ({source})  step {t}  action {record.action} {name}  '
-          f'value {record.value:+.3f}  reward {record.reward:+.0f}' + (f'  {extra}' if extra else '')]
+  return [f'{settings.game} ({source})  step {t}' + (f'  {extra}' if extra else ''),
+          f'action {record.action} {name}  value {record.value:+.3f}  reward {record.reward:+.0f}']
 
 
 # ------------------------------------------------------------------------------------------------
