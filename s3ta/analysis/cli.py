@@ -131,7 +131,8 @@ def what_where(args) -> None:
       share = float(np.sum(ww.contribution[n]) / numerics.LOG10)  # in [-1, 1]: what (+) vs where (-)
       panel = render.scale(render.what_where_overlay(record.frame, ww.difference[n], record.attention[n]),
                            args.scale)
-      panels.append(render.labelled(panel, [f'head {n}', f'ΣC/log10 = {share:+.2f}']))
+      balance = f'{share:+.2f}'.replace('-0.00', '+0.00')
+      panels.append(render.labelled(panel, [f'head {n}', f'ΣC/log10 = {balance}']))
     row = render.hstack(panels)
     legend = render.what_where_legend(row.shape[1]) if legend is None else legend
     frames.append(render.vstack([render.banner(row.shape[1], _header(settings, args, agent, t, record)), row, legend],
