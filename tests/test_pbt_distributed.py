@@ -39,10 +39,10 @@ class ExploitProbe:
     self._window = window
     self._poll_s = poll_interval_s
 
-  def _events(self, member: int) -> list:
+  def _events(self, member: int, kind: str = 'exploit') -> list:
     from s3ta.pbt import storage  # pylint: disable=g-import-not-at-top
     return [e for e in storage.read_jsonl(os.path.join(self._workdir, storage.EVENTS_FILE))
-            if e['event'] == 'exploit' and e['member'] == member]
+            if kind in (None, e['event']) and e['member'] == member]
 
   def _check(self, stop, deadline) -> dict:
     import jax  # pylint: disable=g-import-not-at-top
@@ -82,10 +82,12 @@ class ExploitProbe:
         equal = len(leaves_r) == len(leaves_d) and all(
             np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(leaves_r, leaves_d))
         hyperparams = self._learners[0].get_hyperparams()
-        hp_equal = all(abs(hyperparams[k] - v) <= 1e-6 * abs(v) for k, v in event['new_hyperparams'].items())
+        # The round's last event of member 0 (an explore may follow the exploit) holds its values.
+        final = [e for e in self._events(0, None) if e['time'] == event['time']][-1]['new_hyperparams']
+        hp_equal = all(abs(hyperparams[k] - v) <= 1e-6 * abs(v) for k, v in final.items())
         after = [l.get_fitness()['learner_steps'] for l in self._learners]
         return {'ok': bool(equal and hp_equal), 'params_equal': bool(equal), 'hyperparams_equal': hp_equal,
-                'event': event, 'attempts': attempts, 'num_leaves': len(leaves_r),
+                'event': event, 'final_hyperparams': final, 'attempts': attempts, 'num_leaves': len(leaves_r),
                 'steps_at_pause': [c['learner_steps'] for c in counts], 'steps_at_check': after,
                 'recipient_hyperparams': hyperparams}
       for l in self._learners:
