@@ -116,7 +116,10 @@ def run_local(config, workdir: str) -> int:
     try:
       manager.wait()
     except BaseException as e:  # pylint: disable=broad-except
+      # A node failed; the manager is stopping the others: let them finish (the
+      # learner saves a checkpoint) — it SIGKILLs whatever outlives its notice period.
       failure.append(e)
+      manager.wait(raise_error=False)
 
   waiter = threading.Thread(target=wait, daemon=True)
   waiter.start()

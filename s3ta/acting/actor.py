@@ -9,6 +9,7 @@ flush, courier call) has a timeout and re-checks the stop signal (traps 2 and 3)
 Per-stage timers (env, inference, write, params) go into the metrics records.
 """
 
+import os
 import time
 from typing import Any, Callable, Optional
 
@@ -202,5 +203,6 @@ class Actor:
         episodes=len(self.episode_returns), window_episodes=len(returns),
         window_return_mean=float(np.mean(returns)) if returns else None,
         frames_per_s=steps * frames_per_batch_step / span, param_version=self.param_version,
+        pid=os.getpid(),
         elapsed_s=elapsed, **{f'timer/{k}': v for k, v in timers.items()},
         **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra))
