@@ -27,8 +27,11 @@ human-normalised score of the member's recent training episodes (actors send
 finished episode returns to their learner with `report_episodes`). Each actor
 logs per-game `game_return_mean` / `game_hns_mean` into its member's metrics.
 
-The run ends when the first learner reaches its stop condition (max frames /
-seconds / steps, as in the single-agent program) or after `pbt_max_seconds`.
+The run ends when every learner has reached its own stop condition (max frames /
+seconds / steps, as in the single-agent program; finished learners keep serving),
+or after `pbt_max_seconds`, when the controller asks each learner to finish; in
+both cases the controller then calls `lp.stop()` (learners never do), so no
+learner is mid-sample when the Reverb servers go down.
 Relaunching with the same workdir restores the controller (population, lineage,
 rng) from `<workdir>/pbt_state.json` and each learner from its checkpoints.
 """
@@ -157,7 +160,8 @@ def build_pbt_program(config, workdir: str):
     learner = PBTLearner(
         build_network(), mc.learner.to_dict(), batch_size=mc.batch_size, unroll_length=mc.unroll_length,
         frames_per_step=frames_per_step, rng_key=keys[mc.num_actors],
-        server_address=replay_client.server_address, should_stop=stop_event.is_set, stop_program=lp.stop,
+        server_address=replay_client.server_address, should_stop=stop_event.is_set,
+        stop_program=lambda: None,  # the controller stops the program once every member is done
         checkpointer=checkpointer,
         logger=single.make_metrics_logger(member_dir(m), 'learner', 'learner_steps', 'learner_frames',
                                           tensorboard=True),

@@ -177,3 +177,17 @@ def test_state_file_is_valid_json_after_every_step(tmp_path):
     state = json.load(open(controller.state_path))
     assert state['counters']['polls'] == controller.counters['polls']
     assert not [f for f in os.listdir(tmp_path) if f.startswith('.')]  # no temp files left
+
+
+def test_done_members_stop_evolving_and_end_the_run(tmp_path):
+  members = [FakeMember(i) for i in range(2)]
+  controller = make(tmp_path, members, exploit='impala')
+  original = members[1].get_fitness
+  members[1].get_fitness = lambda: dict(original(), done=True)
+  controller.step()
+  events = controller.step()
+  assert all(e['member'] == 0 for e in events)  # the finished member is never changed
+  assert not controller.all_done()
+  members[0].get_fitness = lambda: {'frames': 10**6, 'fitness': 0.0, 'num_episodes': 1, 'done': True}
+  controller.run(lambda: False, max_rounds=10, sleep=lambda s: None)
+  assert controller.all_done() and controller.counters['polls'] == 3  # run returned at once

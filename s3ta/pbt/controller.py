@@ -30,7 +30,7 @@ class Member(Protocol):
   """What the controller needs from one population member (a learner).
 
   get_fitness() -> {'frames': int, 'fitness': float or None, 'num_episodes': int,
-                    optional 'per_game': {game: {...}}}
+                    optional 'per_game': {game: {...}}, optional 'done': bool (training ended)}
   get_state()   -> opaque picklable copy of (params, optimiser state) to hand to another member
   set_state(state, hyperparams): replace params + optimiser state and hyperparameters
                     (and forget the recent episodes that made up the old fitness)
@@ -90,6 +90,8 @@ class Controller:
                            lineage=[pop.lineage_entry('init', time=now, frames=0, member=i, hyperparams=hp)])
           for i, hp in enumerate(values)
       ]
+    # Members whose learner reported that its training loop has ended (not persisted).
+    self.done = {}
     # Members whose learner has not yet received the controller's hyperparameters.
     self._unsynced = set(range(config.population_size))
     self.save()
@@ -140,6 +142,7 @@ class Controller:
       record.frames = frames
       record.fitness = _finite_or_none(info.get('fitness'))
       record.num_episodes = int(info.get('num_episodes', 0))
+      self.done[record.member_id] = bool(info.get('done', False))
       line = {'time': now, 'member': record.member_id, 'frames': frames, 'fitness': record.fitness,
               'num_episodes': record.num_episodes, 'hyperparams': record.hyperparams,
               'generation': record.generation}
@@ -164,13 +167,17 @@ class Controller:
                  '' if donor is None else f' <- {donor.member_id}', dict(old), dict(new))
     return event
 
-  def step(self) -> list:
+  def step(self, evolve: bool = True) -> list:
     """Polls every member once, evolves the ready ones; returns the events of this round."""
     now = self._clock()
     self.counters['polls'] += 1
     self._sync_hyperparams()
     self._poll(now)
-    ready = [r.member_id for r in self.records if pop.is_ready(r, self._config)]
+    if not evolve:
+      self.save()
+      return []
+    ready = [r.member_id for r in self.records
+             if pop.is_ready(r, self._config) and not self.done.get(r.member_id)]
     self.counters['ready_checks'] += len(ready)
     donors = pop.choose_donors(self.records, ready, self._config, self._rng)
     # Snapshot every donor before any member changes (a donor may also be a recipient).
@@ -217,6 +224,10 @@ class Controller:
     self.save()
     return events
 
+  def all_done(self) -> bool:
+    """True once every member's learner reported that it finished training."""
+    return len(self.done) == len(self.records) and all(self.done.values())
+
   def best_member(self) -> Optional[pop.MemberRecord]:
     known = [r for r in self.records if r.fitness is not None]
     return max(known, key=lambda r: (r.fitness, -r.member_id)) if known else None
@@ -225,9 +236,11 @@ class Controller:
           sleep: Callable[[float], None] = time.sleep) -> None:
     """Polls every `poll_interval_s` until `should_stop()` (checked every ≤ 0.5 s)."""
     rounds = 0
-    while not should_stop() and (max_rounds is None or rounds < max_rounds):
+    while not should_stop() and (max_rounds is None or rounds < max_rounds) and not self.all_done():
       self.step()
       rounds += 1
+      if self.all_done() or (max_rounds is not None and rounds >= max_rounds):
+        break
       deadline = time.monotonic() + self._config.poll_interval_s
       while not should_stop() and time.monotonic() < deadline:
         sleep(min(0.5, max(0.0, deadline - time.monotonic())))

@@ -7,6 +7,7 @@
 - `get_fitness()`: {'frames', 'fitness', 'num_episodes', 'per_game', 'hyperparams'};
 - `get_state()` / `set_state(state, hyperparams)`: exploit (params + optimiser state);
 - `get_hyperparams()` / `set_hyperparams(hyperparams)`: explore;
+- `finish()`: end this member's training loop (the controller's clean shutdown);
 - `pause_training()` / `resume_training()`: hold the training loop between batches
   (courier keeps serving; used by tests to compare params at rest, and by operators).
 
@@ -39,6 +40,13 @@ class PBTLearner(Learner):
 
   def __init__(self, *args, fitness_window: int = 100, normalizer: Optional[Normalizer] = None,
                **kwargs):
+    # `finish()` ends this member's training loop without stopping the program; the
+    # program-wide stop (kwargs['should_stop']) still ends it too.
+    self._finish = threading.Event()
+    self._done = threading.Event()
+    program_stopping = kwargs.get('should_stop') or (lambda: False)
+    self._program_stopping = program_stopping
+    kwargs['should_stop'] = lambda: program_stopping() or self._finish.is_set()
     super().__init__(*args, **kwargs)
     self._pbt_lock = threading.RLock()
     self._fitness = FitnessTracker(window=fitness_window, normalizer=normalizer)
@@ -68,7 +76,24 @@ class PBTLearner(Learner):
     with self._pbt_lock:
       return super().step_on_batch(data)
 
+  def run(self) -> str:
+    """Trains (see `Learner.run`), then keeps serving courier calls until the program stops.
+
+    A member that reached its budget (or was asked to `finish`) thus still answers
+    the controller (`get_fitness()['done']` is True), and its Reverb iterator is
+    already closed when the program-wide stop shuts the Reverb servers down."""
+    reason = super().run()
+    self._done.set()
+    print(f'[pbt learner] training finished ({reason}); serving until the program stops', flush=True)
+    while not self._program_stopping():
+      time.sleep(0.2)
+    return reason
+
   # ---------------------------------------------------------------- PBT RPCs
+  def finish(self) -> None:
+    """Ends the training loop at the next batch (clean shutdown of one member)."""
+    self._finish.set()
+
   def pause_training(self) -> dict:
     """Stops taking sgd steps (after the current one); returns the counters at rest."""
     self._paused.set()
@@ -88,6 +113,7 @@ class PBTLearner(Learner):
       summary = self._fitness.summary(self.counters.learner_frames)
       summary['hyperparams'] = hyperparams_to_dict(self._state.hyperparams)
       summary['learner_steps'] = int(self.counters.learner_steps)
+      summary['done'] = self._done.is_set()
       return summary
 
   def get_hyperparams(self) -> dict:

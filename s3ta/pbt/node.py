@@ -75,12 +75,21 @@ class CourierMember:
   def set_hyperparams(self, hyperparams):
     return self._call('set_hyperparams', wire.plain_hyperparams(hyperparams))
 
+  def finish(self):
+    return self._call('finish')
+
 
 class ControllerNode:
-  """Runs `Controller.run` until the program stops (or `max_seconds`, then stops it)."""
+  """Runs `Controller.run`, then ends the program cleanly.
+
+  The run ends when every learner has finished its own budget (they keep serving,
+  see `PBTLearner.run`) or after `max_seconds`, when the controller asks each
+  learner to `finish()` and waits (up to `finish_grace_s`) until all are done;
+  then it calls `lp.stop()`. Learners never stop the program themselves."""
 
   def __init__(self, config, learner_clients: Sequence, workdir: str, base_hyperparams: Mapping[str, float],
-               init_ranges: Optional[Mapping] = None, max_seconds: float = 0.0, tensorboard: bool = True):
+               init_ranges: Optional[Mapping] = None, max_seconds: float = 0.0, tensorboard: bool = True,
+               finish_grace_s: float = 60.0):
     self._config = config if isinstance(config, PBTConfig) else PBTConfig.from_dict(config)
     self._clients = list(learner_clients)
     self._workdir = workdir
@@ -88,6 +97,7 @@ class ControllerNode:
     self._init_ranges = dict(init_ranges or {})
     self._max_seconds = max_seconds
     self._tensorboard = tensorboard
+    self._finish_grace_s = finish_grace_s
 
   def run(self) -> None:
     import launchpad as lp  # pylint: disable=g-import-not-at-top
@@ -97,14 +107,28 @@ class ControllerNode:
     start = time.time()
     timed_out = lambda: bool(self._max_seconds) and time.time() - start >= self._max_seconds
     should_stop = lambda: stop_event.is_set() or timed_out()
-    members = [CourierMember(client, should_stop) for client in self._clients]
+    members = [CourierMember(client, stop_event.is_set) for client in self._clients]
     controller = Controller(self._config, members, self._workdir, self._base, self._init_ranges,
                             scalar_writer=writer)
     print(f'[pbt] controller {"resumed" if controller.restored else "started"}: '
           f'{self._config.population_size} members, exploit={self._config.exploit}, '
           f'evolve={list(self._config.evolve)}', flush=True)
     controller.run(should_stop)
+    if not stop_event.is_set():
+      # Clean shutdown: every learner ends its loop (closing its Reverb iterator) while
+      # the Reverb servers still run, then the whole program stops.
+      if not controller.all_done():
+        print('[pbt] time is up: asking every learner to finish', flush=True)
+        for member in members:
+          try:
+            member.finish()
+          except Exception as e:  # pylint: disable=broad-except
+            logging.warning('PBT: could not ask a learner to finish: %s', e)
+        grace = time.time() + self._finish_grace_s
+        while not stop_event.is_set() and not controller.all_done() and time.time() < grace:
+          time.sleep(1.0)
+          controller.step(evolve=False)
     controller.save()
     print(f'[pbt] controller done: {controller.counters}', flush=True)
-    if timed_out() and not stop_event.is_set():
+    if not stop_event.is_set():
       lp.stop()
