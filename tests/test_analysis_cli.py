@@ -113,29 +113,52 @@ def _assert_one_error_line(result, fragment):
   assert 'Traceback' not in result.stderr
 
 
+_RUN_MODULE = """
+import runpy, sys
+for args in sys.argv[1].split('||'):
+  sys.argv = ['s3ta.analysis'] + args.split('|')
+  try:
+    runpy.run_module('s3ta.analysis', run_name='__main__', alter_sys=True)
+    code = 0
+  except SystemExit as e:
+    code = e.code
+  print(f'=== exit {code}', file=sys.stderr, flush=True)
+"""
+
+
 def test_module_entry_point_bad_inputs(tmp_path):
-  """`python -m s3ta.analysis` with each bad input in its own process (run concurrently).
+  """The module entry point on bad inputs: one `error:` line, no traceback, exit status 2.
 
   Bad inputs: a missing checkpoint directory, a checkpoint of another network (4
   actions: trained on another game, not Pong's 6), an unknown game, a threshold
-  outside [0, 1]. Each prints one `error:` line, no traceback, exits non-zero and
-  writes nothing. (Good runs go through `cli.main` above, in this process.)
+  outside [0, 1]. The first runs as `python -m s3ta.analysis`; the others run the
+  same module entry (`runpy`, as `-m` does) one after another in a second process,
+  to pay the TensorFlow import (3-4 s, via rlax) once. Nothing is written.
   """
   _save_checkpoint(str(tmp_path / 'other'), 4, step=1)
   bad = [
+      (['hard-attention', '--thresholds=0,1.5'], 'outside [0, 1]'),
       (['what-where', f'--checkpoint={tmp_path}/other', '--game=Pong'], 'does not fit'),
       (['saliency', '--checkpoint=/no/such/dir'], 'does not exist'),
       (['attention-video', '--game=NoSuchGame'], 'Unknown Atari game'),
-      (['hard-attention', '--thresholds=0,1.5'], 'outside [0, 1]'),
   ]
+  argv = [args + [f'--out={tmp_path}/out{i}'] for i, (args, _) in enumerate(bad)]
   env = dict(os.environ, JAX_PLATFORMS='cpu', TF_CPP_MIN_LOG_LEVEL='2')
-  procs = [subprocess.Popen([sys.executable, '-m', 's3ta.analysis'] + args + [f'--out={tmp_path}/out{i}'],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-           for i, (args, _) in enumerate(bad)]
-  for i, (proc, (_, fragment)) in enumerate(zip(procs, bad)):
-    stdout, stderr = proc.communicate(timeout=120)
-    _assert_one_error_line(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), fragment)
-    assert not os.path.exists(tmp_path / f'out{i}')
+  single = subprocess.Popen([sys.executable, '-m', 's3ta.analysis'] + argv[0], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  several = subprocess.run([sys.executable, '-c', _RUN_MODULE, '||'.join('|'.join(a) for a in argv[1:])],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+  stdout, stderr = single.communicate(timeout=120)
+  assert single.returncode == 2
+  _assert_one_error_line(subprocess.CompletedProcess(single.args, 2, stdout, stderr), bad[0][1])
+  parts = several.stderr.split('=== exit ')
+  assert several.returncode == 0 and len(parts) == len(bad), several.stderr
+  for i, (_, fragment) in enumerate(bad[1:], start=1):
+    code = int(parts[i].split('\n', 1)[0])
+    errors = [l for l in parts[i - 1].splitlines() if l.startswith('error:')]
+    assert code == 2 and len(errors) == 1 and fragment in errors[0], parts[i - 1]
+  assert 'Traceback' not in several.stderr
+  assert not any(os.path.exists(tmp_path / f'out{i}') for i in range(len(bad)))
 
 
 def test_checkpoint_from_a_workdir(tmp_path, capsys):
