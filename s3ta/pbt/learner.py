@@ -42,16 +42,16 @@ class PBTLearner(Learner):
                **kwargs):
     # `finish()` ends this member's training loop without stopping the program; the
     # program-wide stop (kwargs['should_stop']) still ends it too.
-    self._finish = threading.Event()
-    self._done = threading.Event()
+    self._pbt_finish = threading.Event()
+    self._pbt_done = threading.Event()
     program_stopping = kwargs.get('should_stop') or (lambda: False)
-    self._program_stopping = program_stopping
-    kwargs['should_stop'] = lambda: program_stopping() or self._finish.is_set()
+    self._pbt_program_stopping = program_stopping
+    kwargs['should_stop'] = lambda: program_stopping() or self._pbt_finish.is_set()
     super().__init__(*args, **kwargs)
     self._pbt_lock = threading.RLock()
-    self._fitness = FitnessTracker(window=fitness_window, normalizer=normalizer)
-    self._paused = threading.Event()
-    self._state_treedef = None
+    self._pbt_fitness = FitnessTracker(window=fitness_window, normalizer=normalizer)
+    self._pbt_paused = threading.Event()
+    self._pbt_state_treedef = None
     self.pbt_changes = 0
 
   def _hyperparams(self, values: Mapping[str, float]) -> Hyperparams:
@@ -64,14 +64,14 @@ class PBTLearner(Learner):
         if name in values else getattr(current, name) for name in Hyperparams._fields))
 
   def step_on_batch(self, data: dict) -> dict:
-    while self._paused.is_set() and not self._should_stop():
+    while self._pbt_paused.is_set() and not self._should_stop():
       time.sleep(0.05)
     data = dict(data)
     # Reverb/tf.data rebuilds namedtuples as its own look-alike classes; give the
     # recurrent state the network's pytree structure again (same fields, same order).
-    if self._state_treedef is None:
-      self._state_treedef = jax.tree_util.tree_structure(self._network.initial_state(1))
-    data['initial_state'] = jax.tree_util.tree_unflatten(self._state_treedef,
+    if self._pbt_state_treedef is None:
+      self._pbt_state_treedef = jax.tree_util.tree_structure(self._network.initial_state(1))
+    data['initial_state'] = jax.tree_util.tree_unflatten(self._pbt_state_treedef,
                                                          jax.tree_util.tree_leaves(data['initial_state']))
     with self._pbt_lock:
       return super().step_on_batch(data)
@@ -83,37 +83,37 @@ class PBTLearner(Learner):
     the controller (`get_fitness()['done']` is True), and its Reverb iterator is
     already closed when the program-wide stop shuts the Reverb servers down."""
     reason = super().run()
-    self._done.set()
+    self._pbt_done.set()
     print(f'[pbt learner] training finished ({reason}); serving until the program stops', flush=True)
-    while not self._program_stopping():
+    while not self._pbt_program_stopping():
       time.sleep(0.2)
     return reason
 
   # ---------------------------------------------------------------- PBT RPCs
   def finish(self) -> None:
     """Ends the training loop at the next batch (clean shutdown of one member)."""
-    self._finish.set()
+    self._pbt_finish.set()
 
   def pause_training(self) -> dict:
     """Stops taking sgd steps (after the current one); returns the counters at rest."""
-    self._paused.set()
+    self._pbt_paused.set()
     with self._pbt_lock:  # waits for a step in flight
       return self.counters.as_dict()
 
   def resume_training(self) -> None:
-    self._paused.clear()
+    self._pbt_paused.clear()
 
   def report_episodes(self, game: str, returns) -> None:
     with self._pbt_lock:
       for episode_return in returns:
-        self._fitness.add(game, float(episode_return))
+        self._pbt_fitness.add(game, float(episode_return))
 
   def get_fitness(self) -> dict:
     with self._pbt_lock:
-      summary = self._fitness.summary(self.counters.learner_frames)
+      summary = self._pbt_fitness.summary(self.counters.learner_frames)
       summary['hyperparams'] = hyperparams_to_dict(self._state.hyperparams)
       summary['learner_steps'] = int(self.counters.learner_steps)
-      summary['done'] = self._done.is_set()
+      summary['done'] = self._pbt_done.is_set()
       return summary
 
   def get_hyperparams(self) -> dict:
@@ -144,5 +144,5 @@ class PBTLearner(Learner):
       self._state = self._state._replace(params=put(state['params']), opt_state=put(state['opt_state']),
                                          hyperparams=self._hyperparams(hyperparams))
       self.counters.param_version += 1
-      self._fitness.reset()
+      self._pbt_fitness.reset()
       self.pbt_changes += 1
