@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from s3ta.envs.base import EnvStep
-from s3ta.networks import AgentInput, AgentState, Network, NetworkConfig, make_network
+from s3ta.networks import AgentInput, Network, NetworkConfig, make_network
 from s3ta.networks import attention as attention_lib
 
 ATARI_OBSERVATION_SHAPE = (210, 160, 3)
