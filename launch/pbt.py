@@ -201,10 +201,11 @@ def build_pbt_program(config, workdir: str):
         record = dict(record, game_return_mean=float(np.mean(returns)),
                       game_hns_mean=float(np.mean([human_scores.human_normalized_score(game, r)
                                                    for r in returns])))
-        try:  # fitness lives in the learner; a lost report only shrinks its window
-          learner_client.report_episodes(game, returns)
-        except Exception:  # pylint: disable=broad-except
-          pass
+        if not stop_event.is_set():
+          try:  # fire and forget: never block the actor (a lost report only shrinks the window)
+            learner_client.futures.report_episodes(game, returns)
+          except Exception:  # pylint: disable=broad-except
+            pass
       metrics(record)
 
     keys = single.actor_keys(mc.seed, mc.num_actors)
