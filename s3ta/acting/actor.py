@@ -37,20 +37,40 @@ class CourierParamsSource:
 
   The client must be built with a `call_timeout` (trap 2); failed calls return
   None so the caller keeps acting with the params it has and retries later.
+  `__call__` blocks (start-up); `poll` never does: it starts an asynchronous call
+  and returns the newest parameters received so far, so refreshing parameters
+  stays off the actor's critical path.
   """
 
   def __init__(self, learner_client):
     self._learner = learner_client
     self._version, self._params = -1, None
+    self._pending = None  # concurrent.futures.Future of an asynchronous get_params
+
+  def _take(self, reply) -> None:
+    if reply['params'] is not None:  # None: unchanged since our last fetch
+      self._version, self._params = int(reply['version']), reply['params']
 
   def __call__(self) -> Optional[tuple[int, Any]]:
     try:
-      reply = self._learner.get_params(self._version)
+      self._take(self._learner.get_params(self._version))
     except Exception:  # pylint: disable=broad-except  (timeouts, learner gone)
       return None
-    if reply['params'] is not None:  # None: unchanged since our last fetch
-      self._version, self._params = int(reply['version']), reply['params']
     return self._version, self._params
+
+  def poll(self) -> Optional[tuple[int, Any]]:
+    if self._pending is not None and self._pending.done():
+      try:
+        self._take(self._pending.result())
+      except Exception:  # pylint: disable=broad-except  (timeouts, learner gone)
+        pass
+      self._pending = None
+    if self._pending is None:
+      try:
+        self._pending = self._learner.futures.get_params(self._version)
+      except Exception:  # pylint: disable=broad-except
+        self._pending = None
+    return (self._version, self._params) if self._params is not None else None
 
 
 def wait_for_params(source: Callable[[], Optional[tuple[int, Any]]],
@@ -112,8 +132,11 @@ class Actor:
     self.param_version = -1
 
   def _fetch(self, block: bool) -> bool:
-    result = (wait_for_params(self._params_source, self._should_stop) if block
-              else self._params_source())
+    if block:
+      result = wait_for_params(self._params_source, self._should_stop)
+    else:
+      poll = getattr(self._params_source, 'poll', None)
+      result = poll() if poll is not None else self._params_source()
     if result is None:
       return False
     version, params = result
