@@ -208,13 +208,14 @@ def make_program(config, workdir: str):
     import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
     from s3ta.acting.actor import CourierParamsSource  # pylint: disable=g-import-not-at-top
     from s3ta.acting.evaluator import Evaluator  # pylint: disable=g-import-not-at-top
+    from s3ta.envs.atari import validate_game  # pylint: disable=g-import-not-at-top
     stop_event = lp.stop_event()
     ev = config.evaluator
     # The env's own limit stays the game's; the evaluator cuts (and flags) longer episodes.
     env = make_env(config.env, ev.num_envs,
                    actor_env_seed(config.seed, config.num_actors, config.env.num_envs))
     return Evaluator(env, build_network(), CourierParamsSource(learner_client),
-                     game=config.env.game, rng_key=keys[config.num_actors + 1],
+                     game=validate_game(config.env.game), rng_key=keys[config.num_actors + 1],
                      period_s=ev.period_s, num_episodes=ev.num_episodes, greedy=ev.greedy,
                      max_episode_steps=ev.max_episode_steps, should_stop=stop_event.is_set,
                      wait=lp.wait_for_stop,
