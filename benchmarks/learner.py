@@ -1,0 +1,84 @@
+"""Learner throughput: jitted `sgd_step` frames/s on whatever device JAX sees.
+
+Pure JAX (no TF/Reverb/Launchpad), so it also runs on an accelerator machine that
+lacks them. Defaults are the paper's: S3TA at Table 2 sizes on 210x160 RGB, 18
+actions, unroll 50, batch 32. Frames count emulator frames (agent steps x action
+repeat 4), as IMPALA does.
+
+  python benchmarks/learner.py [--batch_size=32] [--unroll_length=50] [--dtype=bfloat16]
+"""
+
+import argparse
+import json
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from s3ta.learning import LearnerConfig, Trajectory, init_training_state, make_sgd_step
+from s3ta.networks import NetworkConfig, make_network, parameter_count
+
+ACTION_REPEAT = 4
+
+
+def synthetic_batch(network, unroll_length: int, batch_size: int, seed: int = 0) -> Trajectory:
+  """Random frames and actions with episode starts sprinkled in ([T + 1, B])."""
+  rng = np.random.default_rng(seed)
+  shape = (unroll_length + 1, batch_size)
+  return Trajectory(
+      observation=jnp.asarray(rng.integers(0, 256, shape + network.observation_shape, np.uint8)),
+      prev_action=jnp.asarray(rng.integers(0, network.num_actions, shape), jnp.int32),
+      prev_reward=jnp.asarray(rng.normal(size=shape), jnp.float32),
+      is_first=jnp.asarray(rng.random(shape) < 0.01),
+      action=jnp.asarray(rng.integers(0, network.num_actions, shape), jnp.int32),
+      behaviour_logits=jnp.asarray(rng.normal(size=shape + (network.num_actions,)), jnp.float32),
+      reward=jnp.asarray(rng.normal(size=shape), jnp.float32),
+      discount=jnp.asarray(rng.random(shape) > 0.01, jnp.float32),
+      initial_state=network.initial_state(batch_size))
+
+
+def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
+        observation_shape=(210, 160, 3), num_actions: int = 18) -> dict:
+  network = make_network(NetworkConfig(kind=kind, dtype=dtype), num_actions, observation_shape)
+  config = LearnerConfig()
+  state = init_training_state(network, config, jax.random.PRNGKey(0))
+  sgd_step = make_sgd_step(network, config)
+  batch = jax.device_put(synthetic_batch(network, unroll_length, batch_size))
+  start = time.perf_counter()
+  state, metrics = sgd_step(state, batch)
+  jax.block_until_ready(metrics)
+  compile_s = time.perf_counter() - start
+  start = time.perf_counter()
+  for _ in range(steps):
+    state, metrics = sgd_step(state, batch)
+  jax.block_until_ready(metrics)
+  seconds = (time.perf_counter() - start) / steps
+  agent_steps = unroll_length * batch_size
+  return {
+      'kind': kind, 'dtype': dtype, 'batch_size': batch_size, 'unroll_length': unroll_length,
+      'parameters': parameter_count(state.params), 'device': str(jax.devices()[0]),
+      'platform': platform.machine(), 'compile_and_first_step_s': round(compile_s, 2),
+      'seconds_per_step': round(seconds, 4), 'agent_steps_per_s': round(agent_steps / seconds, 1),
+      'frames_per_s': round(ACTION_REPEAT * agent_steps / seconds, 1),
+      'finite_loss': bool(np.isfinite(float(metrics['loss']))),
+  }
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--kind', default='s3ta')
+  parser.add_argument('--batch_size', type=int, default=32)
+  parser.add_argument('--unroll_length', type=int, default=50)
+  parser.add_argument('--steps', type=int, default=5, help='timed steps after the first')
+  parser.add_argument('--dtype', default='float32', choices=['float32', 'bfloat16'])
+  args = parser.parse_args()
+  for name in ('batch_size', 'unroll_length', 'steps'):
+    if getattr(args, name) < 1:
+      parser.error(f'--{name} must be >= 1, got {getattr(args, name)}')
+  print(json.dumps(run(args.kind, args.batch_size, args.unroll_length, args.steps, args.dtype)))
+
+
+if __name__ == '__main__':
+  main()
