@@ -27,7 +27,7 @@ def get_config(arg: str = ''):
   config.population_size = 2  # PBT members (each: Reverb queue + learner + actors)
   config.games = 'atari2'  # multi-level over Breakout and Pong ('' = single game config.env.game)
   config.fitness_window = 20  # recent episodes per game behind a member's fitness
-  config.pbt_max_seconds = 150.0  # controller asks learners to finish, then stops the program (0: never)
+  config.pbt_max_seconds = 130.0  # controller asks learners to finish, then stops the program (0: never)
   config.pbt_init_ranges = ml_collections.ConfigDict()  # name -> (low, high): log-uniform start values
   config.pbt_init_ranges.learning_rate = (3e-4, 1e-3)  # members start with different learning rates
 

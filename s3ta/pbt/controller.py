@@ -145,7 +145,7 @@ class Controller:
       self.done[record.member_id] = bool(info.get('done', False))
       line = {'time': now, 'member': record.member_id, 'frames': frames, 'fitness': record.fitness,
               'num_episodes': record.num_episodes, 'hyperparams': record.hyperparams,
-              'generation': record.generation}
+              'generation': record.generation, 'done': self.done[record.member_id]}
       if 'per_game' in info:
         line['per_game'] = info['per_game']
       storage.append_jsonl(self.fitness_path, line)

@@ -84,7 +84,8 @@ class PBTLearner(Learner):
     already closed when the program-wide stop shuts the Reverb servers down."""
     reason = super().run()
     self._pbt_done.set()
-    print(f'[pbt learner] training finished ({reason}); serving until the program stops', flush=True)
+    print(f'[pbt learner] {time.strftime("%H:%M:%S")} training finished ({reason}); serving until the '
+          'program stops', flush=True)
     while not self._pbt_program_stopping():
       time.sleep(0.2)
     return reason
@@ -93,6 +94,8 @@ class PBTLearner(Learner):
   def finish(self) -> None:
     """Ends the training loop at the next batch (clean shutdown of one member)."""
     self._pbt_finish.set()
+    print(f'[pbt learner] {time.strftime("%H:%M:%S")} asked to finish at step '
+          f'{self.counters.learner_steps}', flush=True)
 
   def pause_training(self) -> dict:
     """Stops taking sgd steps (after the current one); returns the counters at rest."""

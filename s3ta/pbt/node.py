@@ -118,7 +118,7 @@ class ControllerNode:
       # Clean shutdown: every learner ends its loop (closing its Reverb iterator) while
       # the Reverb servers still run, then the whole program stops.
       if not controller.all_done():
-        print('[pbt] time is up: asking every learner to finish', flush=True)
+        print(f'[pbt] {time.strftime("%H:%M:%S")} time is up: asking every learner to finish', flush=True)
         for member in members:
           try:
             member.finish()
@@ -129,6 +129,7 @@ class ControllerNode:
           time.sleep(1.0)
           controller.step(evolve=False)
     controller.save()
-    print(f'[pbt] controller done: {controller.counters}', flush=True)
+    print(f'[pbt] {time.strftime("%H:%M:%S")} controller done (all learners done: {controller.all_done()}): '
+          f'{controller.counters}', flush=True)
     if not stop_event.is_set():
       lp.stop()
