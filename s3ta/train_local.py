@@ -16,11 +16,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from s3ta.acting import UnrollAccumulator, make_select_action
-from s3ta.envs.base import EnvStep, EpisodeTracker
+from s3ta.acting import UnrollAccumulator, agent_input, make_select_action
+from s3ta.envs.base import EpisodeTracker
 from s3ta.envs.catch import BatchedCatch
 from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step
-from s3ta.networks import AgentInput, make_network, parameter_count
+from s3ta.networks import make_network, parameter_count
 
 
 @dataclasses.dataclass
@@ -41,15 +41,6 @@ def make_env(env_config, num_envs: int, seed: int):
                         pixel_scale=env_config.pixel_scale, seed=seed)
   raise ValueError(f"Unknown single-process env {env_config.name!r}; valid: ['catch'] "
                    '(Atari runs use the distributed program: python -m launch.train).')
-
-
-def agent_input(env_step: EnvStep, prev_action: np.ndarray) -> AgentInput:
-  """What the agent sees: previous action and reward are zeroed at episode starts."""
-  first = np.asarray(env_step.is_first, bool)
-  return AgentInput(observation=env_step.observation,
-                    prev_action=np.where(first, 0, prev_action).astype(np.int32),
-                    prev_reward=np.where(first, 0.0, env_step.reward).astype(np.float32),
-                    is_first=first)
 
 
 def evaluate(network, params, env, num_episodes: int, seed: int) -> float:

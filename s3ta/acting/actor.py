@@ -16,20 +16,10 @@ from typing import Any, Callable, Optional
 import jax
 import numpy as np
 
-from s3ta.acting.actor_core import make_select_action
+from s3ta.acting.actor_core import agent_input, make_select_action
 from s3ta.acting.unroll import UnrollAccumulator
-from s3ta.envs.base import EnvStep, EpisodeTracker
-from s3ta.networks import AgentInput
+from s3ta.envs.base import EpisodeTracker
 from s3ta.replay import queue as replay
-
-
-def agent_input(env_step: EnvStep, prev_action: np.ndarray) -> AgentInput:
-  """What the agent sees: previous action and reward are zeroed at episode starts."""
-  first = np.asarray(env_step.is_first, bool)
-  return AgentInput(observation=env_step.observation,
-                    prev_action=np.where(first, 0, prev_action).astype(np.int32),
-                    prev_reward=np.where(first, 0.0, env_step.reward).astype(np.float32),
-                    is_first=first)
 
 
 class CourierParamsSource:

@@ -9,7 +9,9 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from s3ta.envs.base import EnvStep
 from s3ta.networks import AgentInput, AgentState, Network
 
 
@@ -17,6 +19,15 @@ class ActorOutput(NamedTuple):
   action: Any  # int32 [B]
   logits: Any  # float32 [B, A]
   value: Any  # float32 [B]
+
+
+def agent_input(env_step: EnvStep, prev_action: np.ndarray) -> AgentInput:
+  """What the agent sees: previous action and reward are zeroed at episode starts."""
+  first = np.asarray(env_step.is_first, bool)
+  return AgentInput(observation=env_step.observation,
+                    prev_action=np.where(first, 0, prev_action).astype(np.int32),
+                    prev_reward=np.where(first, 0.0, env_step.reward).astype(np.float32),
+                    is_first=first)
 
 
 def make_select_action(network: Network, greedy: bool = False, jit: bool = True,

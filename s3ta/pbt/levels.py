@@ -6,19 +6,12 @@ use the full 18-action Atari space so that one network serves every game.
 
 from typing import Sequence
 
+from s3ta.envs.atari import ATARI_GAMES
+
 FULL_ACTION_SPACE = 18
 
 # The 57 games of the Atari-57 benchmark (Mnih et al. 2015 + Badia et al. 2020 set).
-ATARI_57 = (
-    'Alien', 'Amidar', 'Assault', 'Asterix', 'Asteroids', 'Atlantis', 'BankHeist', 'BattleZone',
-    'BeamRider', 'Berzerk', 'Bowling', 'Boxing', 'Breakout', 'Centipede', 'ChopperCommand',
-    'CrazyClimber', 'Defender', 'DemonAttack', 'DoubleDunk', 'Enduro', 'FishingDerby', 'Freeway',
-    'Frostbite', 'Gopher', 'Gravitar', 'Hero', 'IceHockey', 'Jamesbond', 'Kangaroo', 'Krull',
-    'KungFuMaster', 'MontezumaRevenge', 'MsPacman', 'NameThisGame', 'Phoenix', 'Pitfall', 'Pong',
-    'PrivateEye', 'Qbert', 'Riverraid', 'RoadRunner', 'Robotank', 'Seaquest', 'Skiing', 'Solaris',
-    'SpaceInvaders', 'StarGunner', 'Surround', 'Tennis', 'TimePilot', 'Tutankham', 'UpNDown',
-    'Venture', 'VideoPinball', 'WizardOfWor', 'YarsRevenge', 'Zaxxon',
-)
+ATARI_57 = ATARI_GAMES
 
 GAME_LISTS = {
     'atari57': ATARI_57,
