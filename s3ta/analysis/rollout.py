@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from s3ta.acting.actor_core import agent_input
 from s3ta.envs.base import EnvStep
 from s3ta.networks import AgentInput, Network, NetworkConfig, make_network
 from s3ta.networks import attention as attention_lib
@@ -288,11 +289,9 @@ class AgentRunner:
     return attention_lib.spatial_basis(h, w, self.config.basis_frequencies)
 
   def _inputs(self, observation) -> AgentInput:
-    env_step = self._env_step
-    prev_action = np.where(env_step.is_first, 0, self._prev_action).astype(np.int32)
-    return AgentInput(observation=np.asarray(observation), prev_action=prev_action,
-                      prev_reward=np.asarray(env_step.reward, np.float32),
-                      is_first=np.asarray(env_step.is_first, bool))
+    """What training actors feed the network, with `observation` in place of the env's."""
+    return agent_input(self._env_step._replace(observation=np.asarray(observation)),
+                       self._prev_action)
 
   def step(self, observation: Optional[np.ndarray] = None) -> tuple[StepRecord, EnvStep]:
     """Agent sees the current observation (or `observation`), acts, the env steps.
