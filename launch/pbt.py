@@ -37,6 +37,7 @@ rng) from `<workdir>/pbt_state.json` and each learner from its checkpoints.
 """
 
 import copy
+import functools
 import os
 import sys
 import tempfile
@@ -109,6 +110,25 @@ def base_hyperparams(config) -> dict:
 
 
 # ------------------------------------------------------------------ program
+def report_episodes(game: str, learner_client, should_stop, returns) -> dict:
+  """A PBT actor's finished-episode hook (`Actor(on_episodes=...)`).
+
+  Sends the returns to the member's learner (its fitness) and gives the per-game
+  fields of the actor's metrics record.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from s3ta.envs import human_scores  # pylint: disable=g-import-not-at-top
+  returns = [float(r) for r in returns]
+  if not should_stop():
+    try:  # fire and forget: never block the actor (a lost report only shrinks the window)
+      learner_client.futures.report_episodes(game, returns)
+    except Exception:  # pylint: disable=broad-except
+      pass
+  return dict(game_return_mean=float(np.mean(returns)),
+              game_hns_mean=float(np.mean([human_scores.human_normalized_score(game, r)
+                                           for r in returns])))
+
+
 def make_pbt_program(config, workdir: str):
   """Builds (does not launch) the PBT program for `config`, writing into `workdir`."""
   return build_pbt_program(config, workdir)[0]
@@ -129,91 +149,31 @@ def build_pbt_program(config, workdir: str):
   num_actions, observation_shape = single.env_spec(members[0].env)
   actor_games = (levels.assign_games(config.num_actors, games) if games
                  else [config.env.game] * config.num_actors)
-  frames_per_step = int(config.env.frame_skip)
   base_hp = base_hyperparams(config)
   init_ranges = {k: tuple(v) for k, v in config.pbt_init_ranges.items()}
 
   def member_dir(m):
     return os.path.join(workdir, f'member_{m}')
 
-  def build_network():
-    from s3ta.networks import make_network  # pylint: disable=g-import-not-at-top
-    return make_network(config.network.to_dict(), num_actions, observation_shape)
-
-  def build_replay_tables():
-    from s3ta.replay import make_queue_tables_fn  # pylint: disable=g-import-not-at-top
-    return make_queue_tables_fn(build_network, config.unroll_length, config.queue_size)()
-
-  def build_replay_checkpointer(m):
-    import reverb  # pylint: disable=g-import-not-at-top
-    return reverb.checkpointers.DefaultCheckpointer(path=os.path.join(member_dir(m), 'reverb'))
+  network_fn = functools.partial(single.build_network, config, num_actions, observation_shape)
+  build_replay_tables = functools.partial(single.build_replay_tables, config, network_fn)
 
   def build_learner(m, replay_client):
-    import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
     from s3ta.pbt.learner import PBTLearner  # pylint: disable=g-import-not-at-top
-    from s3ta.utils.checkpoint import Checkpointer  # pylint: disable=g-import-not-at-top
-    mc = members[m]
-    stop_event = lp.stop_event()
-    checkpointer = Checkpointer(member_dir(m), interval_s=60.0 * mc.checkpoint_minutes or 1e18,
-                                config=mc, network_config=mc.network.to_dict())
-    keys = single.actor_keys(mc.seed, mc.num_actors)
-    learner = PBTLearner(
-        build_network(), mc.learner.to_dict(), batch_size=mc.batch_size, unroll_length=mc.unroll_length,
-        frames_per_step=frames_per_step, rng_key=keys[mc.num_actors],
-        server_address=replay_client.server_address, should_stop=stop_event.is_set,
-        stop_program=lambda: None,  # the controller stops the program once every member is done
-        checkpointer=checkpointer,
-        logger=single.make_metrics_logger(member_dir(m), 'learner', 'learner_steps', 'learner_frames',
-                                          tensorboard=True),
-        max_frames=mc.max_frames, max_seconds=mc.max_seconds, max_steps=mc.max_learner_steps,
-        log_period_s=mc.log_period_s, sample_timeout_ms=mc.sample_timeout_ms,
-        fitness_window=config.fitness_window)
-    if getattr(learner, 'resumed_from', None):
-      print(f'[member {m} learner] resumed from {learner.resumed_from}', flush=True)
-    return learner
+    # No stop_program: the controller stops the program once every member is done.
+    return single.build_learner(members[m], member_dir(m), network_fn, replay_client,
+                                learner_cls=PBTLearner, name=f'member {m} learner',
+                                fitness_window=config.fitness_window)
 
   def build_actor(m, actor_id, replay_client, learner_client):
     import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
-    import numpy as np  # pylint: disable=g-import-not-at-top
-    from s3ta.acting.actor import Actor, CourierParamsSource  # pylint: disable=g-import-not-at-top
-    from s3ta.envs import human_scores  # pylint: disable=g-import-not-at-top
-    from s3ta.replay import TrajectoryQueueWriter  # pylint: disable=g-import-not-at-top
-    mc = members[m]
     game = actor_games[actor_id]
-    env_config = copy.deepcopy(mc.env)
+    env_config = copy.deepcopy(members[m].env)
     env_config.game = game
-    stop_event = lp.stop_event()
-    env = single.make_env(env_config, mc.env.num_envs,
-                          single.actor_env_seed(mc.seed, actor_id, mc.env.num_envs))
-    writer = TrajectoryQueueWriter(replay_client, mc.actor_max_in_flight_items, should_stop=stop_event.is_set)
-    metrics = single.make_metrics_logger(member_dir(m), f'actor_{actor_id}_{game}', 'env_steps', 'frames')
-
-    reported = {'count': 0}
-    holder = {}
-
-    def logger(record):
-      # Episodes finished since the last record, from the actor's public running list.
-      actor = holder.get('actor')
-      all_returns = getattr(actor, 'episode_returns', None) or []
-      returns = [float(r) for r in all_returns[reported['count']:]]
-      reported['count'] = len(all_returns)
-      if returns:
-        record = dict(record, game_return_mean=float(np.mean(returns)),
-                      game_hns_mean=float(np.mean([human_scores.human_normalized_score(game, r)
-                                                   for r in returns])))
-        if not stop_event.is_set():
-          try:  # fire and forget: never block the actor (a lost report only shrinks the window)
-            learner_client.futures.report_episodes(game, returns)
-          except Exception:  # pylint: disable=broad-except
-            pass
-      metrics(record)
-
-    keys = single.actor_keys(mc.seed, mc.num_actors)
-    holder['actor'] = Actor(actor_id, env, build_network(), CourierParamsSource(learner_client), writer,
-                            unroll_length=mc.unroll_length, rng_key=keys[actor_id],
-                            param_refresh_steps=mc.param_refresh_steps, should_stop=stop_event.is_set,
-                            logger=logger, log_period_s=mc.log_period_s, frames_per_step=frames_per_step)
-    return holder['actor']
+    on_episodes = functools.partial(report_episodes, game, learner_client, lp.stop_event().is_set)
+    return single.build_actor(members[m], member_dir(m), network_fn, actor_id, replay_client,
+                              learner_client, env_config=env_config,
+                              label=f'actor_{actor_id}_{game}', on_episodes=on_episodes)
 
   def build_controller(learner_clients):
     from s3ta.pbt.node import ControllerNode  # pylint: disable=g-import-not-at-top
@@ -224,8 +184,9 @@ def build_pbt_program(config, workdir: str):
   learners = []
   for m in range(pbt.population_size):
     with program.group('replay'):
-      replay = program.add_node(lp.ReverbNode(build_replay_tables,
-                                              checkpoint_ctor=lambda m=m: build_replay_checkpointer(m)))
+      replay = program.add_node(lp.ReverbNode(
+          build_replay_tables, checkpoint_ctor=functools.partial(
+              single.build_replay_checkpointer, os.path.join(member_dir(m), 'reverb'))))
     with program.group('learner'):
       learner = program.add_node(lp.CourierNode(build_learner, m, replay))
     # Trap 2: courier clients otherwise wait for a dead learner forever.

@@ -11,8 +11,10 @@ Nodes (each its own process under `local_mp`):
 - `actor` x N: an EnvPool batch + CPU-jitted policy each, one PRNG key each.
 - `evaluator` (optional): periodic episodes with the latest parameters.
 
-Everything a node needs is built inside it by the nested `build_*` closures
-(DESIGN.md §5.6); only the config, workdir and per-actor keys cross processes.
+Everything a node needs is built inside it by the module-level `build_*` functions
+(shared with `launch/pbt.py`), bound to this program's arguments with
+`functools.partial`; only the config, workdir and env spec cross processes (each
+node derives its PRNG key from `config.seed`, one per actor: `actor_keys`).
 Every node writes metrics to `<workdir>/metrics.jsonl` (`s3ta.utils.metrics`).
 """
 
@@ -142,6 +144,114 @@ def actor_env_seed(seed: int, actor_id: int, num_envs: int) -> int:
   return int(seed) * 1_000_003 % 2**30 + (actor_id + 1) * max(num_envs, 1) * 17
 
 
+# ------------------------------------------------------------------ node builders
+# Each runs inside its node's process (heavy imports there) and takes what varies as
+# arguments, so that `make_program` and `launch/pbt.py` (one member each) share them.
+# `network_fn` is a () -> Network callable, e.g. a `functools.partial(build_network, ...)`.
+def build_network(config, num_actions: int, observation_shape: tuple):
+  """The agent `Network` of `config.network` for the env's action count and frame shape."""
+  from s3ta.networks import make_network  # pylint: disable=g-import-not-at-top
+  return make_network(config.network.to_dict(), num_actions, observation_shape)
+
+
+def build_replay_tables(config, network_fn: Callable[[], Any]):
+  """The Reverb FIFO queue table (its item signature comes from `network_fn()`)."""
+  from s3ta.replay import make_queue_tables_fn  # pylint: disable=g-import-not-at-top
+  return make_queue_tables_fn(network_fn, config.unroll_length, config.queue_size)()
+
+
+def build_replay_checkpointer(path: str):
+  """The Reverb checkpointer writing into `path`."""
+  import reverb  # pylint: disable=g-import-not-at-top
+  # Trap 6: without a checkpointer every reverb.Server makes a /tmp dir.
+  return reverb.checkpointers.DefaultCheckpointer(path=path)
+
+
+def build_learner(config, workdir: str, network_fn: Callable[[], Any], replay_client, *,
+                  learner_cls=None, stop_program: Optional[Callable[[], None]] = None,
+                  name: str = 'learner', **learner_kwargs):
+  """The learner of `config`, checkpointing into (and resuming from) `workdir`.
+
+  Args:
+    learner_cls: `Learner` (the default) or a subclass such as `PBTLearner`.
+    stop_program: called when the learner's stop condition is met (`lp.stop` in the
+      single-agent program); None: the learner never stops the program (PBT: the
+      controller does).
+    name: the learner's name in its console lines.
+    **learner_kwargs: extra constructor arguments of `learner_cls`.
+  """
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
+  from s3ta.utils.checkpoint import Checkpointer  # pylint: disable=g-import-not-at-top
+  if learner_cls is None:
+    from s3ta.learning.learner import Learner as learner_cls  # pylint: disable=g-import-not-at-top
+  stop_event = lp.stop_event()
+  checkpointer = Checkpointer(workdir, interval_s=60.0 * config.checkpoint_minutes or 1e18,
+                              config=config, network_config=config.network.to_dict())
+  learner = learner_cls(
+      network_fn(), config.learner.to_dict(), batch_size=config.batch_size,
+      unroll_length=config.unroll_length, frames_per_step=int(config.env.frame_skip),
+      rng_key=actor_keys(config.seed, config.num_actors)[config.num_actors],
+      server_address=replay_client.server_address, should_stop=stop_event.is_set,
+      stop_program=stop_program or (lambda: None), checkpointer=checkpointer,
+      logger=make_metrics_logger(workdir, 'learner', 'learner_steps', 'learner_frames',
+                                 tensorboard=True),
+      max_frames=config.max_frames, max_seconds=config.max_seconds,
+      max_steps=config.max_learner_steps, log_period_s=config.log_period_s,
+      sample_timeout_ms=config.sample_timeout_ms, **learner_kwargs)
+  if learner.resumed_from:
+    print(f'[{name}] resumed from {learner.resumed_from}: {learner.get_counts()}', flush=True)
+  return learner
+
+
+def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: int,
+                replay_client, learner_client, *, env_config=None, label: Optional[str] = None,
+                on_episodes: Optional[Callable[[list], Optional[dict]]] = None):
+  """Actor `actor_id` of `config`, logging into `workdir` as `label` (default `actor_<id>`).
+
+  Args:
+    env_config: the env settings of this actor (default `config.env`; PBT: a per-actor game).
+    on_episodes: the `Actor`'s finished-episode hook.
+  """
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
+  from s3ta.acting.actor import Actor, CourierParamsSource  # pylint: disable=g-import-not-at-top
+  from s3ta.replay import TrajectoryQueueWriter  # pylint: disable=g-import-not-at-top
+  stop_event = lp.stop_event()
+  num_envs = config.env.num_envs
+  env = make_env(config.env if env_config is None else env_config, num_envs,
+                 actor_env_seed(config.seed, actor_id, num_envs))
+  writer = TrajectoryQueueWriter(replay_client, config.actor_max_in_flight_items,
+                                 should_stop=stop_event.is_set)
+  return Actor(actor_id, env, network_fn(), CourierParamsSource(learner_client), writer,
+               unroll_length=config.unroll_length,
+               rng_key=actor_keys(config.seed, config.num_actors)[actor_id],
+               param_refresh_steps=config.param_refresh_steps, should_stop=stop_event.is_set,
+               logger=make_metrics_logger(workdir, label or f'actor_{actor_id}', 'env_steps',
+                                          'frames'),
+               log_period_s=config.log_period_s, frames_per_step=int(config.env.frame_skip),
+               on_episodes=on_episodes)
+
+
+def build_evaluator(config, workdir: str, network_fn: Callable[[], Any], learner_client):
+  """The periodic evaluator of `config`, logging into `workdir`."""
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
+  from s3ta.acting.actor import CourierParamsSource  # pylint: disable=g-import-not-at-top
+  from s3ta.acting.evaluator import Evaluator  # pylint: disable=g-import-not-at-top
+  from s3ta.envs.atari import validate_game  # pylint: disable=g-import-not-at-top
+  stop_event = lp.stop_event()
+  ev = config.evaluator
+  # The env's own limit stays the game's; the evaluator cuts (and flags) longer episodes.
+  env = make_env(config.env, ev.num_envs,
+                 actor_env_seed(config.seed, config.num_actors, config.env.num_envs))
+  return Evaluator(env, network_fn(), CourierParamsSource(learner_client),
+                   game=validate_game(config.env.game),
+                   rng_key=actor_keys(config.seed, config.num_actors)[config.num_actors + 1],
+                   period_s=ev.period_s, num_episodes=ev.num_episodes, greedy=ev.greedy,
+                   max_episode_steps=ev.max_episode_steps, should_stop=stop_event.is_set,
+                   wait=lp.wait_for_stop,
+                   logger=make_metrics_logger(workdir, 'evaluator', 'param_version',
+                                              tensorboard=True))
+
+
 # ------------------------------------------------------------------ the program
 def make_program(config, workdir: str):
   """Builds (does not launch) the Launchpad program for `config`, writing into `workdir`."""
@@ -152,90 +262,29 @@ def make_program(config, workdir: str):
   config = config.copy_and_resolve_references() if hasattr(
       config, 'copy_and_resolve_references') else config
   num_actions, observation_shape = env_spec(config.env)
-  keys = actor_keys(config.seed, config.num_actors)
-  frames_per_step = int(config.env.frame_skip)
-
-  def build_network():
-    from s3ta.networks import make_network  # pylint: disable=g-import-not-at-top
-    return make_network(config.network.to_dict(), num_actions, observation_shape)
-
-  def build_replay_tables():
-    from s3ta.replay import make_queue_tables_fn  # pylint: disable=g-import-not-at-top
-    return make_queue_tables_fn(build_network, config.unroll_length, config.queue_size)()
-
-  def build_replay_checkpointer():
-    import reverb  # pylint: disable=g-import-not-at-top
-    # Trap 6: without a checkpointer every reverb.Server makes a /tmp dir.
-    return reverb.checkpointers.DefaultCheckpointer(path=os.path.join(workdir, 'reverb'))
-
-  def build_learner(replay_client):
-    import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
-    from s3ta.learning.learner import Learner  # pylint: disable=g-import-not-at-top
-    from s3ta.utils.checkpoint import Checkpointer  # pylint: disable=g-import-not-at-top
-    stop_event = lp.stop_event()
-    checkpointer = Checkpointer(workdir, interval_s=60.0 * config.checkpoint_minutes or 1e18,
-                                config=config, network_config=config.network.to_dict())
-    learner = Learner(
-        build_network(), config.learner.to_dict(), batch_size=config.batch_size,
-        unroll_length=config.unroll_length, frames_per_step=frames_per_step,
-        rng_key=keys[config.num_actors], server_address=replay_client.server_address,
-        should_stop=stop_event.is_set, stop_program=lp.stop, checkpointer=checkpointer,
-        logger=make_metrics_logger(workdir, 'learner', 'learner_steps', 'learner_frames',
-                                   tensorboard=True),
-        max_frames=config.max_frames, max_seconds=config.max_seconds,
-        max_steps=config.max_learner_steps, log_period_s=config.log_period_s,
-        sample_timeout_ms=config.sample_timeout_ms)
-    if learner.resumed_from:
-      print(f'[learner] resumed from {learner.resumed_from}: {learner.get_counts()}', flush=True)
-    return learner
-
-  def build_actor(actor_id: int, replay_client, learner_client):
-    import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
-    from s3ta.acting.actor import Actor, CourierParamsSource  # pylint: disable=g-import-not-at-top
-    from s3ta.replay import TrajectoryQueueWriter  # pylint: disable=g-import-not-at-top
-    stop_event = lp.stop_event()
-    env = make_env(config.env, config.env.num_envs,
-                   actor_env_seed(config.seed, actor_id, config.env.num_envs))
-    writer = TrajectoryQueueWriter(replay_client, config.actor_max_in_flight_items,
-                                   should_stop=stop_event.is_set)
-    return Actor(actor_id, env, build_network(), CourierParamsSource(learner_client), writer,
-                 unroll_length=config.unroll_length, rng_key=keys[actor_id],
-                 param_refresh_steps=config.param_refresh_steps, should_stop=stop_event.is_set,
-                 logger=make_metrics_logger(workdir, f'actor_{actor_id}', 'env_steps', 'frames'),
-                 log_period_s=config.log_period_s, frames_per_step=frames_per_step)
-
-  def build_evaluator(learner_client):
-    import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
-    from s3ta.acting.actor import CourierParamsSource  # pylint: disable=g-import-not-at-top
-    from s3ta.acting.evaluator import Evaluator  # pylint: disable=g-import-not-at-top
-    from s3ta.envs.atari import validate_game  # pylint: disable=g-import-not-at-top
-    stop_event = lp.stop_event()
-    ev = config.evaluator
-    # The env's own limit stays the game's; the evaluator cuts (and flags) longer episodes.
-    env = make_env(config.env, ev.num_envs,
-                   actor_env_seed(config.seed, config.num_actors, config.env.num_envs))
-    return Evaluator(env, build_network(), CourierParamsSource(learner_client),
-                     game=validate_game(config.env.game), rng_key=keys[config.num_actors + 1],
-                     period_s=ev.period_s, num_episodes=ev.num_episodes, greedy=ev.greedy,
-                     max_episode_steps=ev.max_episode_steps, should_stop=stop_event.is_set,
-                     wait=lp.wait_for_stop,
-                     logger=make_metrics_logger(workdir, 'evaluator', 'param_version',
-                                                tensorboard=True))
+  network_fn = functools.partial(build_network, config, num_actions, observation_shape)
+  # The node builders: the module-level ones with this program's arguments bound.
+  build_replay = functools.partial(build_replay_tables, config, network_fn)
+  build_checkpointer = functools.partial(build_replay_checkpointer,
+                                         os.path.join(workdir, 'reverb'))
+  build_learner_node = functools.partial(build_learner, config, workdir, network_fn,
+                                         stop_program=lp.stop)
+  build_actor_node = functools.partial(build_actor, config, workdir, network_fn)
+  build_evaluator_node = functools.partial(build_evaluator, config, workdir, network_fn)
 
   program = lp.Program('s3ta')
   with program.group('replay'):
-    replay = program.add_node(lp.ReverbNode(build_replay_tables,
-                                            checkpoint_ctor=build_replay_checkpointer))
+    replay = program.add_node(lp.ReverbNode(build_replay, checkpoint_ctor=build_checkpointer))
   with program.group('learner'):
-    learner = program.add_node(lp.CourierNode(build_learner, replay))
+    learner = program.add_node(lp.CourierNode(build_learner_node, replay))
   # Trap 2: courier clients otherwise wait for a dead learner forever.
   learner.set_client_kwargs(call_timeout=float(config.param_timeout_s))
   with program.group('actor'):
     for actor_id in range(config.num_actors):
-      program.add_node(lp.PyClassNode(build_actor, actor_id, replay, learner))
+      program.add_node(lp.PyClassNode(build_actor_node, actor_id, replay, learner))
   if config.evaluator.enabled:
     with program.group('evaluator'):
-      program.add_node(lp.PyClassNode(build_evaluator, learner))
+      program.add_node(lp.PyClassNode(build_evaluator_node, learner))
   return program
 
 

@@ -113,3 +113,31 @@ def test_evaluator_reports_returns_and_flags_cut_episodes():
   assert record['param_version'] == 3 and record['episodes'] == 1 and record['truncated'] == 1
   assert 'human_normalized_score' not in record  # a cut episode is no score
   assert -21 <= record['mean_return'] <= 21
+
+
+def test_on_episodes_hook_gets_each_finished_episode_once_and_extends_records():
+  """Catch with 5 rows: both envs finish an episode every 4 steps, with return +1 or -1."""
+  from s3ta.envs.catch import BatchedCatch  # pylint: disable=g-import-not-at-top
+  env = BatchedCatch(2, rows=5, columns=3, pixel_scale=3, seed=0)
+  network = make_network(dict(NETWORK, conv_channels=(4,), conv_kernels=(3,), conv_strides=(3,)),
+                         env.num_actions, env.observation_shape)
+  params = network.init(jax.random.PRNGKey(0))
+  calls, records = [], []
+
+  def on_episodes(returns):
+    calls.append(returns)
+    return {'hook_episodes': len(returns)}
+
+  actor = Actor(0, env, network, lambda: (VERSION, params), None, unroll_length=T,
+                rng_key=jax.random.PRNGKey(1), logger=records.append, log_period_s=0.0,
+                on_episodes=on_episodes)
+  actor.run(max_unrolls=2)  # T + 1 + T = 11 steps: episodes end at steps 4 and 8
+  assert actor.env_steps == 11
+  assert len(actor.episode_returns) == 4 and set(actor.episode_returns) <= {-1.0, 1.0}
+  assert [r for returns in calls for r in returns] == actor.episode_returns
+  assert [len(returns) for returns in calls] == [2, 2]  # one record per step: no empty calls
+  with_episodes = [r for r in records if r['window_episodes']]
+  assert [r['hook_episodes'] for r in with_episodes] == [2, 2]
+  assert all('hook_episodes' not in r for r in records if not r['window_episodes'])
+  for record, returns in zip(with_episodes, calls):
+    assert record['window_return_mean'] == pytest.approx(np.mean(returns))

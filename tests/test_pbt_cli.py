@@ -30,3 +30,24 @@ def test_bad_pbt_config_exits_nonzero_with_message(tmp_path, override, message):
   assert 'launch.pbt: invalid config:' in result.stderr and message in result.stderr, result.stderr[-2000:]
   assert 'Traceback' not in result.stderr
   assert not workdir.exists()  # nothing was created or launched
+
+
+def test_actor_episode_hook_reports_returns_and_adds_per_game_fields():
+  """Pong reference scores: random -20.7, human 14.6, so hns(r) = (r + 20.7) / 35.3."""
+  import types  # pylint: disable=g-import-not-at-top
+  from launch import pbt  # pylint: disable=g-import-not-at-top
+  sent = []
+  client = types.SimpleNamespace(futures=types.SimpleNamespace(
+      report_episodes=lambda game, returns: sent.append((game, returns))))
+  fields = pbt.report_episodes('Pong', client, lambda: False, [-21, -19])
+  assert sent == [('Pong', [-21.0, -19.0])]
+  assert fields == {'game_return_mean': -20.0,
+                    'game_hns_mean': pytest.approx((-0.3 + 1.7) / 2 / 35.3)}
+  assert pbt.report_episodes('Pong', client, lambda: True, [14.6]) == {  # stopping: no report
+      'game_return_mean': 14.6, 'game_hns_mean': pytest.approx(1.0)}
+  assert len(sent) == 1
+
+  def unreachable(game, returns):
+    raise RuntimeError('learner gone')
+  broken = types.SimpleNamespace(futures=types.SimpleNamespace(report_episodes=unreachable))
+  assert pbt.report_episodes('Pong', broken, lambda: False, [-20.7])['game_hns_mean'] == 0.0

@@ -92,13 +92,18 @@ class Actor:
     frames_per_step: environment frames per agent step (action repeat), for counting.
     on_trajectory: optional callback(trajectory, versions, agent_state_before_step0)
       for tests and benchmarks.
+    on_episodes: optional finished-episode hook: called with the returns of the episodes
+      finished since the previous metrics record (only when there are any), just before
+      that record is logged; a dict it returns is added to the record (PBT: per-game
+      returns, and reporting them to the learner). `episode_returns` keeps every return.
   """
 
   def __init__(self, actor_id: int, env, network, params_source, writer, *, unroll_length: int,
                rng_key, param_refresh_steps: int = 20,
                should_stop: Callable[[], bool] = lambda: False,
                logger: Optional[Callable[[dict], None]] = None, log_period_s: float = 10.0,
-               frames_per_step: int = 1, on_trajectory: Optional[Callable] = None):
+               frames_per_step: int = 1, on_trajectory: Optional[Callable] = None,
+               on_episodes: Optional[Callable[[list[float]], Optional[dict]]] = None):
     if param_refresh_steps < 1:
       raise ValueError(f'param_refresh_steps must be >= 1, got {param_refresh_steps}.')
     self._id = actor_id
@@ -114,6 +119,7 @@ class Actor:
     self._log_period_s = log_period_s
     self._frames_per_step = frames_per_step
     self._on_trajectory = on_trajectory
+    self._on_episodes = on_episodes
     self._cpu = jax.devices('cpu')[0]
     self._select_action = make_select_action(network, device=self._cpu)
     self.env_steps = 0  # agent steps of the batch (x E x frames_per_step = frames)
@@ -207,10 +213,13 @@ class Actor:
           flush=True)
 
   def _log(self, span, steps, returns, timers, elapsed, **extra):
+    fields = None
+    if self._on_episodes is not None and returns:
+      fields = self._on_episodes(list(returns))
     if self._logger is None:
       return
     frames_per_batch_step = self._env.num_envs * self._frames_per_step
-    self._logger(dict(
+    record = dict(
         actor_id=self._id, env_steps=self.env_steps * self._env.num_envs,
         frames=self.env_steps * frames_per_batch_step, unrolls=self.unrolls,
         episodes=len(self.episode_returns), window_episodes=len(returns),
@@ -218,4 +227,5 @@ class Actor:
         frames_per_s=steps * frames_per_batch_step / span, param_version=self.param_version,
         pid=os.getpid(),
         elapsed_s=elapsed, **{f'timer/{k}': v for k, v in timers.items()},
-        **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra))
+        **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra)
+    self._logger(dict(record, **fields) if fields else record)
