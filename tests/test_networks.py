@@ -153,7 +153,8 @@ def test_step_matches_a_one_step_unroll_and_threshold_one_is_hard_attention():
   step_out, _ = network.step(params, jax.tree_util.tree_map(lambda x: x[0], inputs), network.initial_state(2))
   unroll_out, _ = network.unroll(params, inputs, network.initial_state(2))
   np.testing.assert_allclose(step_out.logits, unroll_out.logits[0], rtol=1e-6)
-  hard, _ = network.unroll(params, inputs, network.initial_state(2), attention_threshold=1.0)
+  # From a non-zero LSTM state the queries (hence the logits) are not all zero.
+  hard, _ = network.unroll(params, inputs, random_state(network, 2, 4), attention_threshold=1.0)
   np.testing.assert_allclose(np.asarray(hard.attention).max(axis=(-2, -1)), 1.0, rtol=1e-6)
 
 
