@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from s3ta.learning import losses, optimizer
 from s3ta.learning.types import Trajectory
 from s3ta.networks import AgentInput, Network
+from s3ta.utils import dataclass_config
 
 GRAD_CLIP_MODES = ('element', 'global_norm', 'none')
 
@@ -63,12 +64,7 @@ class LearnerConfig:
 
   @classmethod
   def from_dict(cls, values: Any) -> 'LearnerConfig':
-    values = dict(values)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f'Unknown learner config field(s) {unknown}; valid fields: {sorted(known)}.')
-    return cls(**values)
+    return dataclass_config.from_dict(cls, values, 'learner')
 
   def initial_hyperparams(self) -> Hyperparams:
     return Hyperparams(*(jnp.float32(v) for v in (self.learning_rate, self.entropy_cost,
@@ -86,13 +82,13 @@ def clip_gradients(grads, threshold, mode: str):
   if mode == 'element':
     return jax.tree_util.tree_map(lambda g: jnp.clip(g, -threshold, threshold), grads)
   if mode == 'global_norm':
-    norm = optax_global_norm(grads)
+    norm = global_norm(grads)
     scale = jnp.minimum(1.0, threshold / jnp.maximum(norm, 1e-12))
     return jax.tree_util.tree_map(lambda g: g * scale, grads)
   return grads
 
 
-def optax_global_norm(tree) -> jax.Array:
+def global_norm(tree) -> jax.Array:
   return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree_util.tree_leaves(tree)))
 
 
@@ -117,7 +113,7 @@ def make_sgd_step(network: Network, config: LearnerConfig,
     hp = state.hyperparams
     grad_fn = jax.grad(trajectory_loss, has_aux=True)
     grads, metrics = grad_fn(state.params, network, config, batch, hp.entropy_cost)
-    metrics['grad_norm'] = optax_global_norm(grads)
+    metrics['grad_norm'] = global_norm(grads)
     grads = clip_gradients(grads, hp.grad_clip, config.grad_clip_mode)
     updates, opt_state = optimizer.rmsprop_update(
         grads, state.opt_state, learning_rate=hp.learning_rate, epsilon=hp.rmsprop_epsilon,

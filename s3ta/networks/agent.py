@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from s3ta.networks import attention as attention_lib
+from s3ta.utils import dataclass_config
 
 NETWORK_KINDS = ('s3ta', 'fixed_query', 'l2_keys', 'resnet', 'resnet_lstm')
 ATTENTION_KINDS = ('s3ta', 'fixed_query', 'l2_keys')
@@ -82,12 +83,9 @@ class NetworkConfig:
   @classmethod
   def from_dict(cls, values: Any) -> 'NetworkConfig':
     """Builds from a dict or ConfigDict, rejecting unknown fields by name."""
-    values = dict(values)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f'Unknown network config field(s) {unknown}; valid fields: {sorted(known)}.')
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+    values = dict(values.to_dict() if hasattr(values, 'to_dict') else values)
+    return dataclass_config.from_dict(
+        cls, {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}, 'network')
 
 
 class AgentInput(NamedTuple):

@@ -8,6 +8,8 @@ Fitness is the mean capped human-normalised score in the units of
 import dataclasses
 from typing import Any, Mapping
 
+from s3ta.utils import dataclass_config
+
 # Hyperparameters PBT can evolve: the fields of s3ta.learning.learner_core.Hyperparams.
 HYPERPARAM_NAMES = ('learning_rate', 'entropy_cost', 'rmsprop_epsilon', 'grad_clip')
 EXPLOIT_STRATEGIES = ('impala', 'truncation')
@@ -81,12 +83,7 @@ class PBTConfig:
 
   @classmethod
   def from_dict(cls, values: Any) -> 'PBTConfig':
-    values = dict(values.to_dict() if hasattr(values, 'to_dict') else values)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f'Unknown PBT config field(s) {unknown}; valid fields: {sorted(known)}.')
-    return cls(**values)
+    return dataclass_config.from_dict(cls, values, 'PBT')
 
   def to_dict(self) -> dict:
     out = dataclasses.asdict(self)
