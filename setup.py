@@ -1,4 +1,4 @@
-"""Installs the `s3ta` library and the `launch` program builders."""
+"""Installs the `s3ta` library, the `launch` trainers and the `experiments` configs."""
 
 import setuptools
 
@@ -6,14 +6,15 @@ setuptools.setup(
     name='s3ta',
     version='0.1.0',
     description='S3TA attention agents trained with distributed IMPALA (JAX/Flax, Launchpad, Reverb).',
-    packages=setuptools.find_packages(include=['s3ta', 's3ta.*', 'launch', 'launch.*']),
+    packages=setuptools.find_packages(include=['s3ta', 's3ta.*', 'launch', 'launch.*',
+                                               'experiments']),
     python_requires='>=3.10,<3.11',
     # Exact versions live in requirements.txt; these are the direct dependencies.
     install_requires=[
         'jax==0.5.3', 'jaxlib==0.5.3', 'flax==0.10.6', 'optax==0.2.8', 'rlax==0.1.7',
         'chex==0.1.90', 'numpy==1.26.4', 'absl-py', 'ml-collections', 'tensorflow-cpu==2.8.4',
-        'protobuf<3.20', 'dm-reverb==0.7.2', 'dm-launchpad==0.5.2', 'envpool==0.8.4', 'pillow',
-        'matplotlib',
+        'protobuf<3.20', 'dm-reverb==0.7.2', 'dm-launchpad==0.5.2', 'envpool==0.8.4', 'ale-py==0.12.1',
+        'gymnasium==1.4.0', 'pillow', 'matplotlib',
     ],
     extras_require={
         # GPU learner: CUDA 12 jaxlib at the same jax version.

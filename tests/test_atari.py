@@ -78,7 +78,7 @@ def test_light_observation_and_full_action_space():
 
 
 def test_validation():
-  with pytest.raises(ValueError, match=r"Unknown Atari game 'Pongg'.*MontezumaRevenge.*Pong"):
+  with pytest.raises(ValueError, match=r"Unknown Atari game 'Pongg' for backend 'envpool'; valid games: .*MontezumaRevenge.*Pong"):
     atari.AtariEnv('Pongg', num_envs=1)
   assert atari.validate_game('Pong-v5') == 'Pong'
   with pytest.raises(ValueError, match='num_envs'):

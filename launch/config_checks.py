@@ -1,0 +1,47 @@
+"""Config checks shared by both trainers: one `ValueError` naming the first bad value.
+
+`validate_common` covers what the distributed program (launch/program.py) and the
+single-machine trainer (launch/train_single.py) read alike: the environment, the
+network and learner fields, unroll/batch sizes, the stop condition, checkpoint
+and log periods, and the evaluator. Each trainer adds its own fields.
+"""
+
+import numpy as np
+
+from s3ta.envs import factory
+from s3ta.learning import LearnerConfig
+from s3ta.networks import NetworkConfig
+
+
+def require_positive_ints(config, names) -> None:
+  for name in names:
+    value = config
+    for part in name.split('.'):
+      value = value[part]
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+      raise ValueError(f'config.{name} must be an integer >= 1, got {value!r}.')
+
+
+def validate_common(config) -> None:
+  """Raises ValueError naming the first bad value of the fields both trainers read."""
+  factory.validate(config.env)
+  require_positive_ints(config, ('unroll_length', 'batch_size', 'env.num_envs'))
+  for name in ('max_frames', 'max_seconds', 'max_learner_steps', 'checkpoint_minutes'):
+    if config[name] < 0:
+      raise ValueError(f'config.{name} must be >= 0, got {config[name]!r}.')
+  if config.log_period_s <= 0:
+    raise ValueError(f'config.log_period_s must be > 0, got {config.log_period_s!r}.')
+  if not (config.max_frames or config.max_seconds or config.max_learner_steps):
+    raise ValueError('Set at least one of config.max_frames, config.max_seconds, '
+                     'config.max_learner_steps > 0, or the run never ends.')
+  if config.evaluator.enabled:
+    for name in ('num_episodes', 'num_envs'):
+      if config.evaluator[name] < 1:
+        raise ValueError(f'config.evaluator.{name} must be >= 1, got {config.evaluator[name]!r}.')
+    if config.evaluator.period_s <= 0:
+      raise ValueError(f'config.evaluator.period_s must be > 0, got {config.evaluator.period_s!r}.')
+    if config.evaluator.max_episode_steps < 0:
+      raise ValueError('config.evaluator.max_episode_steps must be >= 0, got '
+                       f'{config.evaluator.max_episode_steps!r}.')
+  NetworkConfig.from_dict(config.network)  # unknown fields / bad sizes
+  LearnerConfig.from_dict(config.learner)

@@ -1,0 +1,166 @@
+"""The one environment factory: `config.env` -> a batched environment, its spec, its checks.
+
+Every loop (distributed actors and evaluator, the single-machine trainer, the
+analysis tools) builds environments here, so an env option means the same
+everywhere. `config.env.name` picks the environment ('atari' when absent, as in
+configs older than the field), `config.env.backend` the Atari backend
+('envpool' when absent). Every environment returned has `send`/`recv` as well
+as `step`, so callers can overlap the emulator with other work.
+"""
+
+import functools
+from typing import Any, Optional
+
+from s3ta.envs import atari
+from s3ta.envs.catch import BatchedCatch
+
+ENV_NAMES = ('atari', 'catch')
+
+
+def _get(env_config, key: str, default: Any = None) -> Any:
+  """`env_config[key]` for a ConfigDict or dict, or `default` where the field is absent."""
+  try:
+    return env_config[key]
+  except (KeyError, AttributeError):
+    return default
+
+
+def env_name(env_config) -> str:
+  return _get(env_config, 'name', 'atari')
+
+
+def backend(env_config) -> str:
+  return _get(env_config, 'backend', 'envpool')
+
+
+def frame_stack(env_config) -> int:
+  return int(_get(env_config, 'frame_stack', 1))
+
+
+def frames_per_step(env_config) -> int:
+  """Emulator frames per agent step (the action repeat; 1 for Catch)."""
+  return int(_get(env_config, 'frame_skip', atari.FRAME_SKIP)) if env_name(env_config) == 'atari' else 1
+
+
+def game(env_config) -> str:
+  """The Atari game's name, for human-normalised scores ('' for non-Atari environments)."""
+  return atari.validate_game(env_config['game'], backend(env_config)) if env_name(
+      env_config) == 'atari' else ''
+
+
+def validate(env_config) -> None:
+  """Raises ValueError naming the first bad value of `config.env`, before anything starts.
+
+  Covers the environment name, the backend (and that its package imports), the
+  game for that backend, and the frame stack; the constructors check the rest.
+  """
+  name = env_name(env_config)
+  if name not in ENV_NAMES:
+    raise ValueError(f'Unknown config.env.name {name!r}; valid: {ENV_NAMES}.')
+  stack = _get(env_config, 'frame_stack', 1)
+  if not isinstance(stack, int) or isinstance(stack, bool) or stack < 1:
+    raise ValueError(f'config.env.frame_stack must be an integer >= 1, got {stack!r}.')
+  if name != 'atari':
+    return
+  chosen = backend(env_config)
+  if chosen not in atari.BACKENDS:
+    raise ValueError(f'Unknown config.env.backend {chosen!r}; valid: {atari.BACKENDS}.')
+  if chosen == 'envpool':
+    try:
+      import envpool  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+    except ImportError as e:
+      raise ValueError("config.env.backend 'envpool' needs the envpool package (pip install "
+                       "envpool==0.8.4; Python <= 3.10, Linux), which did not import: "
+                       f"{e}; use config.env.backend='ale' instead.") from e
+  atari.validate_game(env_config['game'], chosen)  # also checks that ale-py imports
+  try:
+    atari.check_options(
+        num_envs=_get(env_config, 'num_envs', 1),
+        max_episode_steps=_get(env_config, 'max_episode_steps', 1),
+        frame_skip=_get(env_config, 'frame_skip', atari.FRAME_SKIP),
+        noop_max=_get(env_config, 'noop_max', 30), num_threads=_get(env_config, 'num_threads', 0))
+  except ValueError as e:
+    raise ValueError(f'config.env.{e}') from e
+
+
+def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optional[int] = None,
+             num_threads: Optional[int] = None):
+  """The batched environment of `env_config` with `num_envs` copies, env i seeded `seed + i`.
+
+  Args:
+    max_episode_steps: overrides `env_config.max_episode_steps` (Atari only).
+    num_threads: overrides `env_config.num_threads` (Atari only).
+  """
+  validate(env_config)
+  if env_name(env_config) == 'catch':
+    env = BatchedCatch(num_envs, rows=_get(env_config, 'rows', 10),
+                       columns=_get(env_config, 'columns', 5),
+                       pixel_scale=_get(env_config, 'pixel_scale', 1), seed=seed)
+    env = _SplitStep(env)
+  else:
+    if backend(env_config) == 'ale':
+      from s3ta.envs.ale import AleAtariEnv as env_class  # pylint: disable=g-import-not-at-top
+    else:
+      env_class = atari.AtariEnv
+    env = env_class(
+        env_config['game'], num_envs, seed,
+        light_observation=bool(_get(env_config, 'light_observation', False)),
+        full_action_space=bool(_get(env_config, 'full_action_space', False)),
+        frame_skip=int(_get(env_config, 'frame_skip', atari.FRAME_SKIP)),
+        noop_max=int(_get(env_config, 'noop_max', 30)),
+        max_episode_steps=int(max_episode_steps or _get(env_config, 'max_episode_steps',
+                                                        atari.MAX_EPISODE_FRAMES // atari.FRAME_SKIP)),
+        num_threads=int(_get(env_config, 'num_threads', 0) if num_threads is None else num_threads))
+  stack = frame_stack(env_config)
+  return atari.FrameStack(env, stack) if stack > 1 else env
+
+
+def env_spec(env_config) -> tuple[int, tuple[int, int, int]]:
+  """(num_actions, observation_shape) of `env_config`'s environment."""
+  validate(env_config)
+  if env_name(env_config) == 'catch':
+    env = make_env(env_config, 1, 0)
+    return env.num_actions, tuple(env.observation_shape)
+  return _atari_spec(env_config['game'], backend(env_config),
+                     bool(_get(env_config, 'light_observation', False)),
+                     bool(_get(env_config, 'full_action_space', False)), frame_stack(env_config))
+
+
+@functools.lru_cache(maxsize=None)
+def _atari_spec(game_: str, backend_: str, light: bool, full_action_space: bool,
+                stack: int) -> tuple[int, tuple[int, int, int]]:
+  env = make_env({'name': 'atari', 'backend': backend_, 'game': game_, 'light_observation': light,
+                  'full_action_space': full_action_space}, 1, 0, num_threads=1)
+  num_actions = env.num_actions
+  env.close()
+  return num_actions, atari.observation_shape(light, stack)
+
+
+class _SplitStep:
+  """Gives an environment that only has `step` the `send`/`recv` halves (stepping in `recv`)."""
+
+  def __init__(self, env):
+    self.env = env
+    self.num_envs, self.num_actions = env.num_envs, env.num_actions
+    self.observation_shape = env.observation_shape
+    self._actions = None
+
+  def reset(self):
+    return self.env.reset()
+
+  def step(self, actions):
+    return self.env.step(actions)
+
+  def send(self, actions) -> None:
+    if self._actions is not None:
+      raise ValueError('send() called twice without recv() in between.')
+    self._actions = actions
+
+  def recv(self):
+    if self._actions is None:
+      raise ValueError('recv() called without a pending send().')
+    actions, self._actions = self._actions, None
+    return self.env.step(actions)
+
+  def close(self) -> None:
+    self.env.close()
