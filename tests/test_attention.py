@@ -5,6 +5,8 @@ import pytest
 
 from s3ta.networks import hard_threshold, spatial_attention, spatial_basis
 
+pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
+
 
 def test_spatial_basis_shape_and_dtype_for_paper_size():
   basis = spatial_basis(27, 20)

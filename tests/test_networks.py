@@ -7,6 +7,8 @@ import pytest
 
 from s3ta.networks import AgentInput, NetworkConfig, make_network, parameter_count
 
+pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
+
 SMALL = dict(conv_channels=(8,), conv_kernels=(3,), conv_strides=(1,), vision_lstm_channels=16,
              key_channels=4, num_heads=2, basis_frequencies=1, query_hidden=(16,),
              answer_hidden=(32,), lstm_size=16, head_hidden=16, resnet_channels=(8,),
