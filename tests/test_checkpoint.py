@@ -15,6 +15,8 @@ from s3ta.learning import LearnerConfig, init_training_state
 from s3ta.networks import NetworkConfig, make_network
 from s3ta.utils import checkpoint
 
+pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
+
 OBS_SHAPE = (16, 16, 3)
 TINY = NetworkConfig(conv_channels=(4, 8), conv_kernels=(4, 3), conv_strides=(2, 2),
                      vision_lstm_channels=16, key_channels=4, num_heads=2, basis_frequencies=1,
@@ -142,3 +144,17 @@ def test_checkpointer_interval_and_restore_latest(tmp_path):
   _assert_trees_equal(restored.state, state)
   with open(os.path.join(restored.path, 'metadata.json')) as f:
     assert json.load(f)['config'] == {'seed': 1}
+
+
+def test_an_older_format_is_refused_naming_both_versions(tmp_path):
+  state = _state()
+  path = checkpoint.save(str(tmp_path), 3, state)
+  metadata_path = os.path.join(path, checkpoint.METADATA_FILE)
+  with open(metadata_path) as f:
+    metadata = json.load(f)
+  metadata['format'] = 's3ta-checkpoint-v1'
+  with open(metadata_path, 'w') as f:
+    json.dump(metadata, f)
+  with pytest.raises(ValueError, match=r"format 's3ta-checkpoint-v1'; this version reads "
+                                       r"'s3ta-checkpoint-v2' only \(the optimizer state"):
+    checkpoint.restore(path, state)

@@ -1,34 +1,75 @@
-"""The pure learner update: RMSProp (TF form), gradient clipping, sgd_step behaviour."""
+"""The pure learner update: TF1 RMSProp (optax), gradient clipping, sgd_step behaviour."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from s3ta.learning import (Hyperparams, LearnerConfig, Trajectory, clip_gradients,
-                           init_training_state, make_sgd_step, rmsprop_init, rmsprop_update)
+from s3ta.learning import (Hyperparams, LearnerConfig, Trajectory, init_training_state,
+                           make_optimizer, make_sgd_step)
+from s3ta.learning.learner_core import learning_rate
+from s3ta.learning.optimizer import rmsprop
 from s3ta.networks import make_network
 
 from tests.test_networks import SMALL
 
+pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
 
-def test_rmsprop_puts_epsilon_inside_the_square_root():
+
+@pytest.mark.parametrize('initial_scale', [1.0, 0.0])
+def test_rmsprop_is_tf1s_two_steps_by_hand(initial_scale):
+  """ms <- 0.99 ms + 0.01 g^2 from ms0 = initial_scale; update = -lr g / sqrt(ms + eps)."""
   params = {'w': jnp.array([1.0, -2.0])}
-  grads = {'w': jnp.array([0.5, 0.1])}
-  updates, state = rmsprop_update(grads, rmsprop_init(params), learning_rate=0.1, epsilon=0.01,
-                                  decay=0.99)
-  ms = 0.01 * np.array([0.25, 0.01])
-  np.testing.assert_allclose(state.mean_square['w'], ms, rtol=1e-6)
-  np.testing.assert_allclose(updates['w'], -0.1 * np.array([0.5, 0.1]) / np.sqrt(ms + 0.01), rtol=1e-6)
+  g1, g2 = np.array([0.5, 0.1]), np.array([-0.2, 0.3])
+  opt = rmsprop(learning_rate=0.1, epsilon=0.01, decay=0.99, initial_scale=initial_scale,
+                clip_mode='none')
+  state = opt.init(params)
+  u1, state = opt.update({'w': jnp.asarray(g1)}, state, params)
+  u2, _ = opt.update({'w': jnp.asarray(g2)}, state, params)
+  ms1 = 0.99 * initial_scale + 0.01 * g1**2
+  ms2 = 0.99 * ms1 + 0.01 * g2**2
+  np.testing.assert_allclose(u1['w'], -0.1 * g1 / np.sqrt(ms1 + 0.01), rtol=1e-6)
+  np.testing.assert_allclose(u2['w'], -0.1 * g2 / np.sqrt(ms2 + 0.01), rtol=1e-6)
 
 
-def test_gradient_clipping_element_wise_and_global_norm():
+def test_momentum_accumulates_the_normalised_steps():
+  params = {'w': jnp.zeros(1)}
+  opt = rmsprop(learning_rate=0.1, epsilon=0.0, decay=0.5, momentum=0.9, initial_scale=0.0,
+                clip_mode='none')
+  state = opt.init(params)
+  u1, state = opt.update({'w': jnp.array([2.0])}, state, params)
+  u2, _ = opt.update({'w': jnp.array([2.0])}, state, params)
+  # ms1 = 2, step1 = 2 / sqrt(2); ms2 = 3, step2 = 2 / sqrt(3); mom2 = 0.9 mom1 + step2.
+  np.testing.assert_allclose(u1['w'], [-0.1 * np.sqrt(2.0)], rtol=1e-6)
+  np.testing.assert_allclose(u2['w'], [-0.1 * (0.9 * np.sqrt(2.0) + 2 / np.sqrt(3.0))], rtol=1e-6)
+
+
+def test_gradients_are_clipped_before_rmsprop():
+  params = {'a': jnp.zeros(2), 'b': jnp.zeros(1)}
   grads = {'a': jnp.array([3000.0, -5.0]), 'b': jnp.array([-2000.0])}
-  clipped = clip_gradients(grads, 1280.0, 'element')
-  np.testing.assert_array_equal(clipped['a'], [1280.0, -5.0])
-  np.testing.assert_array_equal(clipped['b'], [-1280.0])
-  by_norm = clip_gradients({'a': jnp.array([3.0, 4.0])}, 1.0, 'global_norm')
-  np.testing.assert_allclose(by_norm['a'], [0.6, 0.8], rtol=1e-6)
+  # With decay 0 and eps 0 the update is -lr * sign(clipped g): compare the clipped values
+  # through the mean square the chain keeps (ms = clipped g^2).
+  for mode, threshold, expected in (('element', 1280.0, {'a': [1280.0, -5.0], 'b': [-1280.0]}),
+                                    ('global_norm', 5.0, None)):
+    opt = rmsprop(learning_rate=1.0, epsilon=0.0, decay=0.0, initial_scale=0.0,
+                  grad_clip=threshold, clip_mode=mode)
+    _, state = opt.update(grads, opt.init(params), params)
+    ms = state[1].nu
+    if expected is None:  # global norm: every gradient scaled by 5 / ||g||
+      norm = np.sqrt(3000.0**2 + 5.0**2 + 2000.0**2)
+      expected = {k: np.asarray(v) * 5.0 / norm for k, v in grads.items()}
+    for k in grads:
+      np.testing.assert_allclose(ms[k], np.square(expected[k]), rtol=1e-5)
+  with pytest.raises(ValueError, match="Unknown grad_clip_mode 'percentile'"):
+    rmsprop(learning_rate=1.0, epsilon=0.0, decay=0.0, clip_mode='percentile')
+
+
+def test_optimizer_follows_the_learner_config():
+  config = LearnerConfig(rmsprop_initial_scale=1.0, rmsprop_momentum=0.5)
+  state = make_optimizer(config, config.initial_hyperparams()).init({'w': jnp.zeros(3)})
+  leaves = jax.tree_util.tree_leaves(state)
+  np.testing.assert_array_equal(leaves[0], np.ones(3))  # the mean square starts at 1 (TF1)
+  np.testing.assert_array_equal(leaves[1], np.zeros(3))  # the momentum trace at 0
 
 
 def make_batch(network, time=5, batch=4, seed=0):
@@ -57,7 +98,8 @@ def test_sgd_step_lowers_the_loss_on_a_fixed_batch(setup):
   network, config, _ = setup
   # One-step episodes (discount 0) and no entropy term: the value targets are the fixed
   # rewards, so the baseline is a plain regression and the total loss must come down.
-  config = LearnerConfig(learning_rate=1e-3, rmsprop_epsilon=1e-5, entropy_cost=0.0)
+  config = LearnerConfig(learning_rate=1e-3, rmsprop_epsilon=1e-5, entropy_cost=0.0,
+                         rmsprop_initial_scale=0.0)
   sgd_step = make_sgd_step(network, config)
   state = init_training_state(network, config, jax.random.PRNGKey(0))
   batch = make_batch(network)
@@ -98,8 +140,31 @@ def test_rewards_are_clipped_before_vtrace(setup):
   assert float(m_huge['loss']) == pytest.approx(float(m_unit['loss']), rel=1e-5)
 
 
+def test_learning_rate_anneals_linearly_to_zero_and_stays_there(setup):
+  network, _, _ = setup
+  hp = LearnerConfig(learning_rate=0.5).initial_hyperparams()
+  constant = LearnerConfig(learning_rate=0.5)
+  decayed = LearnerConfig(learning_rate=0.5, learning_rate_decay_steps=4)
+  rates = [float(learning_rate(decayed, hp, jnp.int32(s))) for s in (0, 1, 2, 4, 9)]
+  np.testing.assert_allclose(rates, [0.5, 0.375, 0.25, 0.0, 0.0], atol=1e-7)
+  assert float(learning_rate(constant, hp, jnp.int32(10**6))) == 0.5
+  # In the step: the rate of step k is reported, and after the anneal parameters freeze.
+  sgd_step = make_sgd_step(network, decayed)
+  state = init_training_state(network, decayed, jax.random.PRNGKey(0))
+  batch = make_batch(network)
+  reported = []
+  for _ in range(5):
+    before = state.params
+    state, metrics = sgd_step(state, batch)
+    reported.append(float(metrics['learning_rate']))
+  np.testing.assert_allclose(reported, [0.5, 0.375, 0.25, 0.125, 0.0], atol=1e-7)
+  for a, b in zip(jax.tree_util.tree_leaves(before), jax.tree_util.tree_leaves(state.params)):
+    np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize('field,value,match', [
     ('grad_clip_mode', 'percentile', 'grad_clip_mode'),
+    ('learning_rate_decay_steps', -1, 'learning_rate_decay_steps'),
     ('learning_rate', 0.0, 'learning_rate'),
     ('discount', 1.5, 'discount'),
 ])

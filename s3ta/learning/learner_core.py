@@ -10,13 +10,14 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from s3ta.learning import losses, optimizer
 from s3ta.learning.types import Trajectory
 from s3ta.networks import AgentInput, Network
 from s3ta.utils import dataclass_config
 
-GRAD_CLIP_MODES = ('element', 'global_norm', 'none')
+GRAD_CLIP_MODES = optimizer.CLIP_MODES
 
 
 class Hyperparams(NamedTuple):
@@ -29,7 +30,7 @@ class Hyperparams(NamedTuple):
 
 class TrainingState(NamedTuple):
   params: Any
-  opt_state: optimizer.RMSPropState
+  opt_state: Any  # the optax chain's state (s3ta/learning/optimizer.py)
   hyperparams: Hyperparams
   steps: Any  # int32 scalar, number of sgd steps taken
 
@@ -38,9 +39,13 @@ class TrainingState(NamedTuple):
 class LearnerConfig:
   """Fixed (compiled-in) learner settings; defaults are the paper's (App. A.1)."""
   learning_rate: float = 2e-4  # initial RMSProp learning rate
+  # Linear anneal of the learning rate to 0 over this many sgd steps, as IMPALA (Espeholt
+  # et al. 2018, App. D) and S3TA trained; 0 keeps it constant.
+  learning_rate_decay_steps: int = 0
   rmsprop_epsilon: float = 0.01  # inside the square root (TF semantics)
   rmsprop_decay: float = 0.99
   rmsprop_momentum: float = 0.0
+  rmsprop_initial_scale: float = 1.0  # initial mean square: 1.0 as TF1 (IMPALA, S3TA); optax 0
   entropy_cost: float = 0.01
   baseline_cost: float = 0.5
   discount: float = 0.99
@@ -61,6 +66,11 @@ class LearnerConfig:
       raise ValueError(f'discount must be in [0, 1], got {self.discount}.')
     if not 0 <= self.rmsprop_decay < 1:
       raise ValueError(f'rmsprop_decay must be in [0, 1), got {self.rmsprop_decay}.')
+    if self.learning_rate_decay_steps < 0:
+      raise ValueError('learning_rate_decay_steps must be >= 0 (0: constant), got '
+                       f'{self.learning_rate_decay_steps}.')
+    if self.rmsprop_initial_scale < 0:
+      raise ValueError(f'rmsprop_initial_scale must be >= 0, got {self.rmsprop_initial_scale}.')
 
   @classmethod
   def from_dict(cls, values: Any) -> 'LearnerConfig':
@@ -71,25 +81,29 @@ class LearnerConfig:
                                                   self.rmsprop_epsilon, self.grad_clip)))
 
 
+def learning_rate(config: LearnerConfig, hyperparams: Hyperparams, steps) -> jax.Array:
+  """The learning rate of sgd step `steps`: PBT's value, annealed linearly if configured."""
+  if not config.learning_rate_decay_steps:
+    return hyperparams.learning_rate
+  fraction = optax.linear_schedule(1.0, 0.0, config.learning_rate_decay_steps)(steps)
+  return hyperparams.learning_rate * fraction
+
+
+def make_optimizer(config: LearnerConfig, hyperparams: Hyperparams,
+                   steps=0) -> optax.GradientTransformation:
+  """The optax chain of `config` with `hyperparams`' (possibly traced) values."""
+  return optimizer.rmsprop(
+      learning_rate=learning_rate(config, hyperparams, steps), epsilon=hyperparams.rmsprop_epsilon,
+      decay=config.rmsprop_decay, momentum=config.rmsprop_momentum,
+      initial_scale=config.rmsprop_initial_scale, grad_clip=hyperparams.grad_clip,
+      clip_mode=config.grad_clip_mode)
+
+
 def init_training_state(network: Network, config: LearnerConfig, rng: jax.Array) -> TrainingState:
   params = network.init(rng)
-  return TrainingState(params, optimizer.rmsprop_init(params), config.initial_hyperparams(),
+  hyperparams = config.initial_hyperparams()
+  return TrainingState(params, make_optimizer(config, hyperparams).init(params), hyperparams,
                        jnp.int32(0))
-
-
-def clip_gradients(grads, threshold, mode: str):
-  """Element-wise clipping to [-threshold, threshold] (the paper) or global-norm clipping."""
-  if mode == 'element':
-    return jax.tree_util.tree_map(lambda g: jnp.clip(g, -threshold, threshold), grads)
-  if mode == 'global_norm':
-    norm = global_norm(grads)
-    scale = jnp.minimum(1.0, threshold / jnp.maximum(norm, 1e-12))
-    return jax.tree_util.tree_map(lambda g: g * scale, grads)
-  return grads
-
-
-def global_norm(tree) -> jax.Array:
-  return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree_util.tree_leaves(tree)))
 
 
 def trajectory_loss(params, network: Network, config: LearnerConfig, batch: Trajectory,
@@ -113,12 +127,11 @@ def make_sgd_step(network: Network, config: LearnerConfig,
     hp = state.hyperparams
     grad_fn = jax.grad(trajectory_loss, has_aux=True)
     grads, metrics = grad_fn(state.params, network, config, batch, hp.entropy_cost)
-    metrics['grad_norm'] = global_norm(grads)
-    grads = clip_gradients(grads, hp.grad_clip, config.grad_clip_mode)
-    updates, opt_state = optimizer.rmsprop_update(
-        grads, state.opt_state, learning_rate=hp.learning_rate, epsilon=hp.rmsprop_epsilon,
-        decay=config.rmsprop_decay, momentum=config.rmsprop_momentum)
-    params = jax.tree_util.tree_map(jnp.add, state.params, updates)
+    metrics['grad_norm'] = optax.global_norm(grads)  # before clipping
+    metrics['learning_rate'] = learning_rate(config, hp, state.steps)
+    updates, opt_state = make_optimizer(config, hp, state.steps).update(grads, state.opt_state,
+                                                                         state.params)
+    params = optax.apply_updates(state.params, updates)
     return TrainingState(params, opt_state, hp, state.steps + 1), metrics
 
   return jax.jit(sgd_step) if jit else sgd_step

@@ -1,41 +1,33 @@
-"""RMSProp with TF semantics (epsilon inside the square root), hyperparameters as data.
+"""The learner's optimizer: TF1's RMSProp as an optax chain, its hyperparameters as data.
 
-IMPALA and S3TA trained with TensorFlow's RMSProp, whose update is
-`lr * g / sqrt(ms + eps)`; optax's default puts eps outside the root. With the
-paper's eps = 0.01 the two differ by 10x at small gradients (sqrt(0.01) = 0.1), so
-we implement the TF form the published hyperparameters were tuned for. The
-mean-square accumulator starts at zero (optax and Keras; TF1 started at one).
-Learning rate and epsilon are arguments, not constants, so a jitted update can
-change them every step without recompiling (PBT needs that).
+IMPALA and S3TA were tuned with TensorFlow 1's `RMSPropOptimizer`:
+`ms <- decay * ms + (1 - decay) * g^2`, `update = -lr * g / sqrt(ms + eps)` (epsilon
+inside the square root: optax's `eps_in_sqrt=True`) with `ms` initialised to 1.0
+(optax's `initial_scale`; optax and Keras start at 0). Clipping comes first:
+element-wise (the paper's [-1280, 1280]) or by global norm. optax does all of it.
+
+Learning rate, epsilon and the clip threshold may be traced values: the learner
+builds this chain inside its jitted step from `TrainingState.hyperparams` (what
+`optax.inject_hyperparams` does, with the values kept where PBT reads and writes
+them), so changing them never recompiles.
 """
 
-from typing import Any, NamedTuple
+import optax
 
-import jax
-import jax.numpy as jnp
-
-
-class RMSPropState(NamedTuple):
-  mean_square: Any  # pytree like params
-  momentum: Any  # pytree like params (zeros and unused when momentum == 0)
+CLIP_MODES = ('element', 'global_norm', 'none')
 
 
-def rmsprop_init(params) -> RMSPropState:
-  zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-  return RMSPropState(mean_square=zeros, momentum=zeros)
-
-
-def rmsprop_update(grads, state: RMSPropState, *, learning_rate, epsilon, decay: float,
-                   momentum: float = 0.0):
-  """Returns (updates to add to params, new state)."""
-  mean_square = jax.tree_util.tree_map(lambda ms, g: decay * ms + (1.0 - decay) * jnp.square(g),
-                                       state.mean_square, grads)
-  steps = jax.tree_util.tree_map(lambda g, ms: learning_rate * g / jnp.sqrt(ms + epsilon), grads,
-                                 mean_square)
+def rmsprop(*, learning_rate, epsilon, decay: float, momentum: float = 0.0,
+            initial_scale: float = 1.0, grad_clip=None,
+            clip_mode: str = 'element') -> optax.GradientTransformation:
+  """Clipping (by `clip_mode`), then TF1 RMSProp with optional momentum, as one transform."""
+  if clip_mode not in CLIP_MODES:
+    raise ValueError(f'Unknown grad_clip_mode {clip_mode!r}; valid: {CLIP_MODES}.')
+  clip = {'element': optax.clip, 'global_norm': optax.clip_by_global_norm}.get(clip_mode)
+  parts = [clip(grad_clip)] if clip is not None else []
+  parts.append(optax.scale_by_rms(decay=decay, eps=epsilon, initial_scale=initial_scale,
+                                  eps_in_sqrt=True))
   if momentum:
-    mom = jax.tree_util.tree_map(lambda m, s: momentum * m + s, state.momentum, steps)
-    steps = mom
-  else:
-    mom = state.momentum
-  updates = jax.tree_util.tree_map(jnp.negative, steps)
-  return updates, RMSPropState(mean_square, mom)
+    parts.append(optax.trace(decay=momentum))
+  parts.append(optax.scale_by_learning_rate(learning_rate))
+  return optax.chain(*parts)

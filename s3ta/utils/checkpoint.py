@@ -34,7 +34,9 @@ from flax import serialization
 PREFIX = 'ckpt_'
 STATE_FILE = 'state.msgpack'
 METADATA_FILE = 'metadata.json'
-FORMAT = 's3ta-checkpoint-v1'
+FORMAT = 's3ta-checkpoint-v2'
+# What changed in each format, for the message that refuses an older checkpoint.
+FORMAT_CHANGES = {'s3ta-checkpoint-v2': 'the optimizer state became optax\'s TF1 RMSProp chain'}
 _CKPT_RE = re.compile(re.escape(PREFIX) + r'(\d+)$')
 
 
@@ -227,7 +229,9 @@ def restore(path: str, template: Any, *, network_config: Any = None) -> Checkpoi
   with open(os.path.join(path, METADATA_FILE)) as f:
     metadata = json.load(f)
   if metadata.get('format') != FORMAT:
-    raise ValueError(f'{path} has format {metadata.get("format")!r}, expected {FORMAT!r}.')
+    raise ValueError(f'{path} has checkpoint format {metadata.get("format")!r}; this version reads '
+                     f'{FORMAT!r} only ({FORMAT_CHANGES[FORMAT]}). Train a new run, or read it '
+                     'with the commit that wrote it.')
 
   problems = []
   if network_config is not None:
