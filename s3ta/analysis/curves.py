@@ -1,0 +1,364 @@
+"""Learning curves of one or several runs: episode return against frames and wall time.
+
+Usage: python -m s3ta.analysis.curves WORKDIR [WORKDIR ...] --out=PREFIX [--labels=a,b,...]
+         [--smooth_episodes=100] [--title=...]
+
+Reads each workdir's `metrics.jsonl` (either trainer writes it; partial or invalid lines are
+skipped, so a running run can be plotted) and writes `PREFIX.png` (left: return against
+frames, right: against wall minutes; one colour per run, training a thin light line,
+evaluation markers on a solid line) and `PREFIX.csv` (`run,series,frames,wall_minutes,return,
+episodes`), then prints one summary line per run. Bad arguments: one `error:` line, exit 2.
+
+x axes. No record's own counter serves every curve: actor `frames` restart at 0 when a run
+resumes, and actors and the evaluator log on their own schedules. The learner's counters do:
+`learner_frames` (frames consumed) and `train_seconds` (learner training time) are stored in
+checkpoints and continue across resumes. So every record time t maps to frames(t) and
+wall(t) by linear interpolation (`numpy.interp`) over the learner records' (time,
+learner_frames) and (time, train_seconds); records before the first learner record map to
+0 frames and 0 s, records after the last one to its values. Wall time is therefore training
+time: the downtime between a run and its resume does not count. Evaluations are placed at
+the frames of the parameters they evaluated: their own `frames` field where present (newer
+runs), else their `param_version` interpolated over the learner records' (param_version,
+learner_frames), which start from (0, 0) (else, with neither, their time); their wall time is
+interpolated from their record time like everything else.
+
+Training return. The actors' records, from all actors in time order, form one stream of
+episodes: a record's window counts `window_episodes` episodes at `window_return_mean`. After
+each non-empty window the curve has one point, the mean of the last `--smooth_episodes`
+episodes of the stream (a window straddling that limit counts in part), at the x of the
+record's time. Its CSV `episodes` is the number of episodes averaged (< the limit early on);
+an evaluation's is the number of episodes it played.
+"""
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import sys
+from typing import Iterable, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+JSONL_FILE = 'metrics.jsonl'  # as s3ta.utils.metrics.JSONL_FILE
+CSV_COLUMNS = ('run', 'series', 'frames', 'wall_minutes', 'return', 'episodes')
+MAX_PLOTTED_TRAIN_POINTS = 2000  # per run; the CSV keeps every point
+
+
+class CurvesError(ValueError):
+  """A bad input, reported as one `error:` line and exit status 2."""
+
+
+def _number(value) -> Optional[float]:
+  """A finite real JSON number as float, else None (null, strings, booleans, NaN, inf)."""
+  if isinstance(value, bool) or not isinstance(value, (int, float)):
+    return None
+  return float(value) if math.isfinite(value) else None
+
+
+def load_records(path: str) -> list:
+  """The JSON objects of a metrics.jsonl that have a numeric `time`, in file order.
+
+  Lines that do not parse (a partial last line of a running run, interleaved writes) or
+  are not objects with a time are skipped.
+  """
+  records = []
+  with open(path, 'rb') as f:
+    for line in f:
+      try:
+        record = json.loads(line.decode('utf-8', 'replace'))
+      except json.JSONDecodeError:
+        continue
+      if isinstance(record, dict) and _number(record.get('time')) is not None:
+        records.append(record)
+  return records
+
+
+def _by_time(records: Iterable[dict]) -> list:
+  return sorted(records, key=lambda r: r['time'])  # stable: file order breaks ties
+
+
+class LearnerTrack(NamedTuple):
+  """The learner's counters over time (sorted by time) and frames per parameter version."""
+  time: np.ndarray
+  frames: np.ndarray
+  seconds: np.ndarray
+  versions: np.ndarray  # sorted, starting at 0
+  version_frames: np.ndarray  # learner frames at `versions` (0 at version 0)
+
+
+def learner_track(records: Sequence[dict]) -> Optional[LearnerTrack]:
+  """The `learner` records with numeric `learner_frames` and `train_seconds`; None if none."""
+  rows = [r for r in _by_time(records) if r.get('label') == 'learner'
+          and _number(r.get('learner_frames')) is not None
+          and _number(r.get('train_seconds')) is not None]
+  if not rows:
+    return None
+  pairs = sorted((_number(r.get('param_version')), _number(r['learner_frames'])) for r in rows
+                 if _number(r.get('param_version')) is not None)
+  if not pairs or pairs[0][0] > 0:
+    pairs.insert(0, (0.0, 0.0))
+  return LearnerTrack(time=np.array([r['time'] for r in rows], float),
+                      frames=np.array([r['learner_frames'] for r in rows], float),
+                      seconds=np.array([r['train_seconds'] for r in rows], float),
+                      versions=np.array([v for v, _ in pairs], float),
+                      version_frames=np.array([f for _, f in pairs], float))
+
+
+def x_at_times(track: LearnerTrack, times) -> tuple:
+  """(frames, wall seconds) at record times: interpolated learner counters, 0 before them."""
+  times = np.asarray(times, float)
+  return (np.interp(times, track.time, track.frames, left=0.0),
+          np.interp(times, track.time, track.seconds, left=0.0))
+
+
+def frames_at_versions(track: LearnerTrack, versions) -> np.ndarray:
+  """Learner frames at parameter versions, interpolated from the learner records."""
+  return np.interp(np.asarray(versions, float), track.versions, track.version_frames)
+
+
+def smoothed_returns(counts, means, window: int) -> tuple:
+  """(mean of the last `window` episodes, episodes averaged) after each window of episodes.
+
+  Window k holds counts[k] > 0 episodes whose mean return is means[k]. The running sum of
+  returns is linear in the episode count within a window, so the sum of the last `window`
+  episodes is an interpolation of the cumulative sums.
+  """
+  counts = np.asarray(counts, float)
+  means = np.asarray(means, float)
+  total = np.concatenate([[0.0], np.cumsum(counts)])
+  sums = np.concatenate([[0.0], np.cumsum(counts * means)])
+  start = np.maximum(total[1:] - window, 0.0)
+  averaged = total[1:] - start
+  return (sums[1:] - np.interp(start, total, sums)) / averaged, averaged
+
+
+@dataclasses.dataclass
+class Curve:
+  """Points of one series of one run, in time order."""
+  frames: np.ndarray
+  wall_minutes: np.ndarray
+  returns: np.ndarray
+  episodes: np.ndarray  # NaN where unknown
+
+  def __len__(self) -> int:
+    return len(self.returns)
+
+
+def training_curve(records: Sequence[dict], track: LearnerTrack, window: int) -> Curve:
+  """The smoothed training return after each actor window with episodes (module docstring)."""
+  rows = []
+  for r in _by_time(records):
+    if str(r.get('label', '')).startswith('actor_'):
+      count, mean = _number(r.get('window_episodes')), _number(r.get('window_return_mean'))
+      if count and count > 0 and mean is not None:
+        rows.append((r['time'], count, mean))
+  times, counts, means = (np.array(c, float) for c in zip(*rows)) if rows else ([], [], [])
+  returns, averaged = smoothed_returns(counts, means, window)
+  frames, seconds = x_at_times(track, times)
+  return Curve(frames, seconds / 60.0, returns, averaged)
+
+
+def evaluation_curve(records: Sequence[dict], track: LearnerTrack) -> Curve:
+  """One point per evaluator record with a mean return, at its parameters' frames."""
+  rows = [r for r in _by_time(records)
+          if r.get('label') == 'evaluator' and _number(r.get('mean_return')) is not None]
+  times = np.array([r['time'] for r in rows], float)
+  frames, seconds = x_at_times(track, times)
+  for i, r in enumerate(rows):
+    own, version = _number(r.get('frames')), _number(r.get('param_version'))
+    if own is not None:
+      frames[i] = own
+    elif version is not None:
+      frames[i] = frames_at_versions(track, version)
+  episodes = [_number(r.get('episodes')) for r in rows]
+  return Curve(frames, seconds / 60.0, np.array([r['mean_return'] for r in rows], float),
+               np.array([np.nan if e is None else e for e in episodes], float))
+
+
+@dataclasses.dataclass
+class Run:
+  label: str
+  workdir: str
+  train: Curve
+  evals: Curve
+  final_frames: float  # the last learner record's
+  final_wall_minutes: float
+
+
+def load_run(workdir: str, label: str, smooth_episodes: int) -> Run:
+  """Reads a workdir's metrics into curves; CurvesError naming it when it cannot."""
+  if not os.path.isdir(workdir):
+    raise CurvesError(f'workdir {workdir!r} does not exist (expected a run directory with '
+                      f'{JSONL_FILE}).')
+  path = os.path.join(workdir, JSONL_FILE)
+  if not os.path.isfile(path):
+    raise CurvesError(f'workdir {workdir!r} has no {JSONL_FILE} (expected {path}, written by '
+                      'launch/train.py or launch/train_single.py).')
+  records = load_records(path)
+  track = learner_track(records)
+  if track is None:
+    raise CurvesError(f'workdir {workdir!r} has no learner records in {JSONL_FILE} (label '
+                      '"learner" with learner_frames and train_seconds); has its learner '
+                      'logged yet?')
+  return Run(label=label, workdir=workdir, train=training_curve(records, track, smooth_episodes),
+             evals=evaluation_curve(records, track), final_frames=float(track.frames[-1]),
+             final_wall_minutes=float(track.seconds[-1]) / 60.0)
+
+
+def _fmt(value: float, spec: str) -> str:
+  return '' if value is None or not math.isfinite(value) else format(value, spec)
+
+
+def write_csv(runs: Sequence[Run], path: str) -> str:
+  """PREFIX.csv: per run, the training points then the evaluations."""
+  with open(path, 'w', newline='', encoding='utf-8') as f:
+    writer = csv.writer(f)
+    writer.writerow(CSV_COLUMNS)
+    for run in runs:
+      for series, curve in (('train', run.train), ('eval', run.evals)):
+        for frames, minutes, ret, episodes in zip(curve.frames, curve.wall_minutes,
+                                                  curve.returns, curve.episodes):
+          writer.writerow([run.label, series, _fmt(frames, '.0f'), _fmt(minutes, '.4f'),
+                           _fmt(ret, '.8g'), _fmt(episodes, '.0f')])
+  return path
+
+
+def _thin(n: int, limit: int) -> np.ndarray:
+  """At most `limit` evenly spaced indices of n points, the last one included."""
+  if n <= limit:
+    return np.arange(n)
+  return np.unique(np.linspace(0, n - 1, limit).round().astype(int))
+
+
+def plot(runs: Sequence[Run], path: str, title: str, smooth_episodes: int) -> str:
+  """PREFIX.png, 1200x450 px: return against frames (left) and wall minutes (right)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from matplotlib import lines, ticker  # pylint: disable=g-import-not-at-top
+
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+  handles = []
+  for i, run in enumerate(runs):
+    color = f'C{i % 10}'
+    keep = _thin(len(run.train), MAX_PLOTTED_TRAIN_POINTS)
+    for ax, x_train, x_eval in ((axes[0], run.train.frames, run.evals.frames),
+                                (axes[1], run.train.wall_minutes, run.evals.wall_minutes)):
+      ax.plot(x_train[keep], run.train.returns[keep], color=color, linewidth=0.8, alpha=0.4)
+      ax.plot(x_eval, run.evals.returns, 'o-', color=color, linewidth=1.4, markersize=3.5)
+    handles.append(lines.Line2D([], [], color=color, linewidth=3, label=run.label))
+  handles += [lines.Line2D([], [], color='grey', linewidth=0.8, alpha=0.6,
+                           label=f'training (last {smooth_episodes} episodes)'),
+              lines.Line2D([], [], color='grey', marker='o', markersize=3.5, linewidth=1.4,
+                           label='evaluation')]
+  axes[0].set_xlabel('frames (consumed by the learner)')
+  axes[0].xaxis.set_major_formatter(ticker.EngFormatter())
+  axes[1].set_xlabel('learner training time (minutes)')
+  axes[0].set_ylabel('episode return')
+  for ax in axes:
+    ax.grid(alpha=0.3)
+  axes[0].legend(handles=handles, fontsize=8, loc='best')
+  fig.suptitle(title, fontsize=11)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return path
+
+
+def _fmt_return(value: Optional[float]) -> str:
+  return 'n/a' if value is None or not math.isfinite(value) else f'{value:.4g}'
+
+
+def summary_line(run: Run) -> str:
+  """label, final frames and minutes, last smoothed training return, last and best evaluation."""
+  train = run.train.returns[-1] if len(run.train) else None
+  last_eval = run.evals.returns[-1] if len(run.evals) else None
+  best_eval = float(np.max(run.evals.returns)) if len(run.evals) else None
+  averaged = f' (last {run.train.episodes[-1]:.0f} episodes)' if len(run.train) else ''
+  return (f'{run.label}: {run.final_frames:,.0f} frames, {run.final_wall_minutes:.1f} min | '
+          f'train return {_fmt_return(train)}{averaged} | eval return last '
+          f'{_fmt_return(last_eval)}, best {_fmt_return(best_eval)} ({len(run.evals)} evaluations)')
+
+
+class _UsageError(Exception):
+  pass
+
+
+class _Parser(argparse.ArgumentParser):
+
+  def error(self, message):  # one `error:` line from main, not argparse's usage + exit
+    raise _UsageError(message)
+
+
+def _output_prefix(out: str) -> str:
+  prefix = out[:-4] if out.lower().endswith(('.png', '.csv')) else out
+  if not prefix or prefix.endswith(('/', os.sep)) or os.path.isdir(prefix):
+    raise CurvesError(f'--out must be a file prefix (PREFIX.png and PREFIX.csv are written), '
+                      f'got {out!r}.')
+  directory = os.path.dirname(prefix)
+  if directory and not os.path.isdir(directory):
+    raise CurvesError(f'--out directory {directory!r} does not exist (--out={out}); create it '
+                      'or choose an existing one.')
+  return prefix
+
+
+def _labels(workdirs: Sequence[str], labels: Optional[str]) -> list:
+  if labels is None:
+    names = [os.path.basename(os.path.abspath(w)) for w in workdirs]
+  else:
+    names = labels.split(',')
+    if len(names) != len(workdirs):
+      raise CurvesError(f'--labels has {len(names)} entries ({labels!r}) but {len(workdirs)} '
+                        'workdirs were given; give one label per workdir, comma-separated.')
+    empty = [i + 1 for i, name in enumerate(names) if not name.strip()]
+    if empty:
+      raise CurvesError(f'--labels entry {empty[0]} is empty ({labels!r}); every label must be '
+                        'non-empty.')
+    names = [name.strip() for name in names]
+  seen = {}
+  for name, workdir in zip(names, workdirs):
+    if name in seen:
+      raise CurvesError(f'workdirs {seen[name]!r} and {workdir!r} are both labelled {name!r}; '
+                        'pass --labels with distinct names.')
+    seen[name] = workdir
+  return names
+
+
+def main(argv=None) -> int:
+  parser = _Parser(description=__doc__.splitlines()[0])
+  parser.add_argument('workdirs', nargs='+', metavar='WORKDIR', help='run directories')
+  parser.add_argument('--out', required=True, help='output prefix: writes PREFIX.png, PREFIX.csv')
+  parser.add_argument('--labels', default=None,
+                      help='comma-separated run names, one per workdir (default: basenames)')
+  parser.add_argument('--smooth_episodes', default='100',
+                      help='training return: mean of the last N episodes (default 100)')
+  parser.add_argument('--title', default=None, help='figure title')
+  try:
+    args = parser.parse_args(argv)
+    try:
+      smooth = int(args.smooth_episodes)
+    except ValueError:
+      smooth = 0
+    if smooth < 1:
+      raise CurvesError(f'--smooth_episodes must be an integer >= 1, got '
+                        f'{args.smooth_episodes!r}.')
+    labels = _labels(args.workdirs, args.labels)
+    prefix = _output_prefix(args.out)
+    runs = [load_run(w, label, smooth) for w, label in zip(args.workdirs, labels)]
+  except (_UsageError, CurvesError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  title = args.title if args.title is not None else f'Episode return: {", ".join(labels)}'
+  for run in runs:
+    print(summary_line(run))
+  csv_path = write_csv(runs, prefix + '.csv')
+  png_path = plot(runs, prefix + '.png', title, smooth)
+  print(f'Plot: {png_path}')
+  print(f'CSV: {csv_path}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
