@@ -7,6 +7,8 @@ import pytest
 
 from s3ta.learning import impala_loss
 
+pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
+
 LOG = np.log
 
 

@@ -5,7 +5,7 @@ Time-major, summed over time and batch, as in Espeholt et al. (2018).
 
 import jax
 import jax.numpy as jnp
-from s3ta.utils.rlax_import import rlax
+from s3ta.utils import rlax_import  # rlax, or its V-trace stand-in where rlax does not import
 
 
 def impala_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
@@ -37,7 +37,7 @@ def impala_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
   rhos = jax.lax.stop_gradient(jnp.exp(log_pi_a - log_mu_a))
 
   vtrace = jax.vmap(
-      lambda v_tm1, v_t, r_t, d_t, rho: rlax.vtrace_td_error_and_advantage(
+      lambda v_tm1, v_t, r_t, d_t, rho: rlax_import.rlax.vtrace_td_error_and_advantage(
           v_tm1, v_t, r_t, d_t, rho, lambda_=lambda_, clip_rho_threshold=clip_rho,
           clip_pg_rho_threshold=clip_pg_rho, stop_target_gradients=True),
       in_axes=1, out_axes=1)

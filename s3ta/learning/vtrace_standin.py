@@ -1,0 +1,86 @@
+"""A pure-JAX V-trace for stacks where rlax does not import (rlax -> distrax -> TFP).
+
+`s3ta.utils.rlax_import` uses this module in place of rlax when rlax fails to import
+(e.g. on JAX 0.11, where TFP breaks). It provides the one rlax function the losses
+use, `vtrace_td_error_and_advantage`, with rlax 0.1.7's semantics and arithmetic
+order, so results agree to float rounding (tests/test_vtrace_standin.py compares
+them on the pinned stack). V-trace: Espeholt et al. (2018), eq. 1 and §4.2.
+"""
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class VTraceOutput(NamedTuple):
+  """Per-step V-trace results, each [T]."""
+  errors: jax.Array  # v_s - V(x_s): the baseline's TD errors (targets stop-gradient if asked)
+  pg_advantage: jax.Array  # clipped rho * (q_estimate - V(x_s)), the policy-gradient advantage
+  q_estimate: jax.Array  # r_t + discount_t * v_{s+1}, the V-trace Q estimate
+
+
+def _check(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_) -> None:
+  """Raises ValueError naming the argument whose rank or shape is wrong."""
+  arrays = {'v_tm1': v_tm1, 'v_t': v_t, 'r_t': r_t, 'discount_t': discount_t, 'rho_tm1': rho_tm1}
+  for name, array in arrays.items():
+    if jnp.ndim(array) != 1:
+      raise ValueError(f'{name} must be a vector [T], got shape {jnp.shape(array)}.')
+  shapes = {name: jnp.shape(array) for name, array in arrays.items()}
+  if len(set(shapes.values())) != 1:
+    raise ValueError(f'v_tm1, v_t, r_t, discount_t and rho_tm1 must have equal shapes, got {shapes}.')
+  if jnp.ndim(lambda_) not in (0, 1) or (jnp.ndim(lambda_) == 1 and
+                                         jnp.shape(lambda_) != shapes['v_tm1']):
+    raise ValueError(f'lambda_ must be a scalar or a vector of shape {shapes["v_tm1"]}, '
+                     f'got shape {jnp.shape(lambda_)}.')
+
+
+def vtrace_td_error_and_advantage(v_tm1: jax.Array, v_t: jax.Array, r_t: jax.Array,
+                                  discount_t: jax.Array, rho_tm1: jax.Array, lambda_: Any = 1.0,
+                                  clip_rho_threshold: Any = 1.0, clip_pg_rho_threshold: Any = 1.0,
+                                  stop_target_gradients: Any = True) -> VTraceOutput:
+  """V-trace TD errors, policy-gradient advantages and Q estimates for one unroll.
+
+  Same arguments and results as `rlax.vtrace_td_error_and_advantage` (rlax 0.1.7).
+
+  Args:
+    v_tm1: [T] values V(x_s) at the steps whose actions are evaluated.
+    v_t: [T] values V(x_{s+1}) of the next steps (v_t[-1] bootstraps).
+    r_t: [T] rewards of each transition.
+    discount_t: [T] discounts of each transition (0 at episode ends).
+    rho_tm1: [T] importance ratios pi(a_s | x_s) / mu(a_s | x_s).
+    lambda_: scalar or [T] trace mixing (c_s = lambda * min(1, rho_s)).
+    clip_rho_threshold: rho-bar, the truncation of the ratios in the TD errors.
+    clip_pg_rho_threshold: the truncation of the ratios in the policy-gradient advantage.
+    stop_target_gradients: if true, `errors` carry gradient only through -V(x_s).
+  Returns:
+    VTraceOutput(errors, pg_advantage, q_estimate), each [T].
+  Raises:
+    ValueError: an input is not [T], the shapes differ, or lambda_ is neither scalar nor [T].
+  """
+  _check(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_)
+  lambda_ = jnp.ones_like(discount_t) * lambda_  # [T]
+
+  # Truncated importance weights: c_s for the traces, rho-bar_s for the TD errors.
+  trace_weights = jnp.minimum(1.0, rho_tm1) * lambda_
+  td_errors = jnp.minimum(clip_rho_threshold, rho_tm1) * (r_t + discount_t * v_t - v_tm1)
+
+  # v_s - V(x_s) = delta_s + discount_s * c_s * (v_{s+1} - V(x_{s+1})), accumulated backwards.
+  def backward(acc, step):
+    delta, discount, c = step
+    acc = delta + discount * c * acc
+    return acc, acc
+
+  _, errors = jax.lax.scan(backward, jnp.zeros_like(td_errors[0]),
+                           (td_errors, discount_t, trace_weights), reverse=True)
+  errors = jax.lax.select(stop_target_gradients,
+                          jax.lax.stop_gradient(errors + v_tm1) - v_tm1, errors)
+
+  # Q estimate: r_s + discount_s * (lambda v_{s+1} + (1 - lambda) V(x_{s+1})); the last
+  # step bootstraps from v_t[-1].
+  targets_tm1 = errors + v_tm1
+  q_bootstrap = jnp.concatenate(
+      [lambda_[:-1] * targets_tm1[1:] + (1 - lambda_[:-1]) * v_tm1[1:], v_t[-1:]], axis=0)
+  q_estimate = r_t + discount_t * q_bootstrap
+  pg_advantage = jnp.minimum(clip_pg_rho_threshold, rho_tm1) * (q_estimate - v_tm1)
+  return VTraceOutput(errors=errors, pg_advantage=pg_advantage, q_estimate=q_estimate)
