@@ -21,6 +21,7 @@ import sys
 import time
 
 import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
+from s3ta.envs import factory
 
 from absl import app, flags  # pylint: disable=g-import-not-at-top
 from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
@@ -46,16 +47,15 @@ def _timed(fn, seconds: float, warmup: int = 2) -> tuple[int, float]:
 
 def envpool_fps(config, seconds: float) -> float:
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from launch.program import make_env  # pylint: disable=g-import-not-at-top
   num_envs = config.num_actors * config.env.num_envs
   env_config = config.env.copy_and_resolve_references()
   env_config.num_threads = 0
-  env = make_env(env_config, num_envs, seed=0)
+  env = factory.make_env(env_config, num_envs, seed=0)
   rng = np.random.default_rng(0)
   env.reset()
   calls, span = _timed(lambda: env.step(rng.integers(0, env.num_actions, num_envs)), seconds)
   env.close()
-  return calls * num_envs * config.env.frame_skip / span
+  return calls * num_envs * factory.frames_per_step(config.env) / span
 
 
 def inference_fps(config, network, seconds: float) -> float:
@@ -80,7 +80,7 @@ def inference_fps(config, network, seconds: float) -> float:
     np.asarray(out.action)  # the actor waits for the action
 
   calls, span = _timed(call, seconds)
-  return calls * num_envs * config.env.frame_skip / span
+  return calls * num_envs * factory.frames_per_step(config.env) / span
 
 
 def learner_fps(config, network, seconds: float) -> tuple[float, str]:
@@ -111,7 +111,7 @@ def learner_fps(config, network, seconds: float) -> tuple[float, str]:
     jax.block_until_ready(metrics)
 
   calls, span = _timed(call, seconds)
-  return calls * batch * config.unroll_length * config.env.frame_skip / span, str(device)
+  return calls * batch * config.unroll_length * factory.frames_per_step(config.env) / span, str(device)
 
 
 def end_to_end(config_arg: list, workdir: str) -> dict:

@@ -22,10 +22,13 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.seed = 0  # seeds parameters, every actor's PRNG key and every env batch
 
-  config.env = ml_collections.ConfigDict()
-  config.env.game = 'Pong'  # EnvPool game name (any of s3ta.envs.atari.available_games())
+  config.env = ml_collections.ConfigDict()  # s3ta/envs/factory.py
+  config.env.name = 'atari'  # 'atari' or 'catch'
+  config.env.backend = 'envpool'  # Atari backend: 'envpool' or 'ale' (ale-py's vector env)
+  config.env.game = 'Pong'  # game name (any of s3ta.envs.atari.available_games(backend))
   config.env.num_envs = 8  # environments per actor, stepped as one batch
   config.env.light_observation = False  # False: RGB 210x160x3 (paper); True: gray 84x84x1
+  config.env.frame_stack = 1  # frames stacked along channels (recurrent agents need 1)
   config.env.full_action_space = False  # False: the game's minimal action set
   config.env.frame_skip = 4  # action repeat (A.1): frames per agent step
   config.env.max_episode_steps = 27_000  # agent steps before truncation (108 000 frames)
@@ -53,6 +56,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.learner.rmsprop_epsilon = 0.01  # RMSProp epsilon (inside the square root)
   config.learner.rmsprop_decay = 0.99  # RMSProp decay
   config.learner.rmsprop_momentum = 0.0  # RMSProp momentum
+  config.learner.rmsprop_initial_scale = 1.0  # initial mean square (TF1's RMSProp: 1.0)
   config.learner.entropy_cost = 0.01  # entropy regularisation weight
   config.learner.baseline_cost = 0.5  # value loss weight
   config.learner.discount = 0.99  # V-trace discount
@@ -73,6 +77,13 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.max_learner_steps = 0  # stop after this many learner steps (0: no limit)
   config.log_period_s = 10.0  # seconds between metrics records of every node
   config.sample_timeout_ms = 1000  # learner waits this long for data before re-checking stop
+
+  config.single_machine = ml_collections.ConfigDict()  # launch/train_single.py only
+  config.single_machine.device = 'auto'  # auto | cpu | gpu | tpu: where policy and learner run
+  config.single_machine.num_envs = 0  # environments (0: num_actors * env.num_envs)
+  config.single_machine.env_groups = 2  # env batches stepped in turn (one steps, one infers)
+  config.single_machine.policy_lag = 1  # unrolls between acting and learning params (0: sync)
+  config.single_machine.progress_period_s = 10.0  # seconds between progress lines
 
   config.evaluator = ml_collections.ConfigDict()
   config.evaluator.enabled = True  # run an evaluator node

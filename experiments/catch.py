@@ -1,7 +1,10 @@
-"""Single-process S3TA on Catch: a small attention agent that learns in minutes on CPU.
+"""Catch with a small S3TA agent: learns in minutes on 2 CPU cores (tests, debugging).
 
-Usage: python -m s3ta.train_local --config=experiments/catch.py[:kind]
-where `kind` is any network kind (default 's3ta'), e.g. 'fixed_query' or 'resnet_lstm'.
+Usage:
+  python -m launch.train_single --config=experiments/catch.py[:KIND] --workdir=DIR
+  python -m launch.train --config=experiments/catch.py[:KIND] --workdir=DIR   # distributed
+KIND is any network kind (default 's3ta'), e.g. 'fixed_query' or 'resnet_lstm'.
+Same fields as experiments/atari_expert.py; Catch's agent step is one frame.
 """
 
 import ml_collections
@@ -10,21 +13,16 @@ import ml_collections
 def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.seed = 0  # seeds env, parameters and action sampling
-  config.num_envs = 32  # environments stepped together
-  config.unroll_length = 10  # T: each learner batch is [T + 1, num_envs]
-  config.max_env_steps = 300_000  # agent steps over all envs before stopping
-  config.return_window = 200  # training episodes in the running mean return
-  config.eval_episodes = 200  # episodes of the final evaluation (0: none)
-  config.log_every_seconds = 10.0  # progress line period
 
-  config.env = ml_collections.ConfigDict()
-  config.env.name = 'catch'  # the only single-process env
+  config.env = ml_collections.ConfigDict()  # s3ta/envs/factory.py
+  config.env.name = 'catch'
+  config.env.num_envs = 32  # environments stepped together (per actor)
   config.env.rows = 10  # ball falls rows - 1 steps
   config.env.columns = 5  # paddle positions
   config.env.pixel_scale = 3  # observation is 30 x 15 x 3 (each cell 3x3 pixels)
 
   config.network = ml_collections.ConfigDict()
-  config.network.kind = arg or 's3ta'  # s3ta | fixed_query | l2_keys | resnet | resnet_lstm
+  config.network.kind = arg or 's3ta'  # any of s3ta.networks.agent.NETWORK_KINDS
   config.network.conv_channels = (16,)  # one conv per grid cell: 30x15 -> 10x5 locations
   config.network.conv_kernels = (3,)  # kernel = cell size
   config.network.conv_strides = (3,)  # stride = cell size
@@ -41,16 +39,54 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.network.resnet_channels = (16, 16)  # used by the resnet kinds only
   config.network.resnet_blocks = 1
   config.network.resnet_hidden = 64
+  config.network.nature_channels = (16, 32)  # used by the nature kinds only (30x15 frames)
+  config.network.nature_kernels = (3, 3)
+  config.network.nature_strides = (3, 1)
+  config.network.nature_hidden = 64
 
   config.learner = ml_collections.ConfigDict()
   config.learner.learning_rate = 1e-3  # larger than Atari's 2e-4: tiny net, dense rewards
+  config.learner.learning_rate_decay_steps = 0  # sgd steps of the linear anneal to 0 (0: none)
   # Inside the square root (TF RMSProp). The paper's 0.01 barely normalises this tiny net's
   # small gradients (updates become SGD at lr*10) and attention never finds the ball.
   config.learner.rmsprop_epsilon = 1e-5
   config.learner.rmsprop_decay = 0.99
+  # Mean square starts at 0: TF1's 1.0 shrinks this tiny net's first ~1000 updates to lr * g, and
+  # it did not learn in 220 K steps (BENCHMARKS.md).
+  config.learner.rmsprop_initial_scale = 0.0
   config.learner.entropy_cost = 0.01
   config.learner.baseline_cost = 0.5
   config.learner.discount = 0.99
   config.learner.grad_clip = 1280.0  # element-wise, as in the paper
   config.learner.grad_clip_mode = 'element'
+
+  config.unroll_length = 10  # T: each learner batch is [T + 1, batch_size]
+  config.batch_size = 32  # B
+  config.num_actors = 1  # actor processes (distributed) / env.num_envs multiplier (single)
+  config.max_frames = 400_000  # agent steps consumed by the learner (1 frame per step)
+  config.max_seconds = 0.0  # learner wall-time limit (0: none)
+  config.max_learner_steps = 0  # learner steps limit (0: none)
+  config.checkpoint_minutes = 10.0  # minutes between checkpoints (also saved at stop)
+  config.log_period_s = 10.0  # seconds between metrics records
+  # Distributed program only (launch.train).
+  config.queue_size = 64  # Reverb queue capacity in items
+  config.actor_max_in_flight_items = 8  # items an actor may have unconfirmed
+  config.param_refresh_steps = 5  # actor batch steps between parameter fetches
+  config.param_timeout_s = 10.0  # courier call timeout
+  config.sample_timeout_ms = 1000  # learner waits this long for data before re-checking stop
+
+  config.single_machine = ml_collections.ConfigDict()  # launch/train_single.py only
+  config.single_machine.device = 'auto'  # auto | cpu | gpu | tpu
+  config.single_machine.num_envs = 0  # 0: num_actors * env.num_envs
+  config.single_machine.env_groups = 1  # Catch steps in microseconds: nothing to overlap
+  config.single_machine.policy_lag = 0  # synchronous (A2C-like) updates
+  config.single_machine.progress_period_s = 10.0  # seconds between progress lines
+
+  config.evaluator = ml_collections.ConfigDict()
+  config.evaluator.enabled = True  # periodic evaluation on fresh environments
+  config.evaluator.period_s = 60.0  # seconds between evaluations
+  config.evaluator.num_episodes = 200  # episodes per evaluation (first episode of each env)
+  config.evaluator.num_envs = 32  # environments stepped together during evaluation
+  config.evaluator.max_episode_steps = 0  # no cut (Catch episodes are rows - 1 steps)
+  config.evaluator.greedy = False  # sample actions like the actors
   return config

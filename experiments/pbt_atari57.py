@@ -11,13 +11,9 @@ same on three games with a population of 4 (a small sweep).
 Derived from experiments/atari_expert.py (the single-game agent).
 """
 
-import os
-import sys
-
 import ml_collections
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import atari_expert  # noqa: E402  pylint: disable=g-import-not-at-top
+from experiments import atari_expert
 
 VARIANTS = ('', 'atari3')
 

@@ -10,13 +10,9 @@ explore events happen within the run. ARG: '' (default) or 'test' (shorter, for
 tests/test_pbt_distributed.py).
 """
 
-import os
-import sys
-
 import ml_collections
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import smoke  # noqa: E402  pylint: disable=g-import-not-at-top
+from experiments import smoke
 
 
 def get_config(arg: str = ''):

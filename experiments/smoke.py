@@ -8,11 +8,7 @@ agent, 2 actors x 4 envs, small unrolls and batches, a short frame budget.
 ARG: '' (default) or 'test' (even shorter, for tests/test_distributed.py).
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import atari_expert  # noqa: E402  pylint: disable=g-import-not-at-top
+from experiments import atari_expert
 
 
 def get_config(arg: str = ''):

@@ -29,7 +29,8 @@ class RunMonitor:
     self.latest: dict[str, dict] = {}
     self.first: dict[str, dict] = {}
     self.records: list[dict] = []
-    self._returns = collections.deque(maxlen=return_window)  # (count, mean) windows
+    self.return_window = return_window  # episodes behind the reported mean return
+    self._returns = collections.deque(maxlen=1000)  # (count, mean) windows, newest last
 
   def poll(self) -> int:
     """Reads complete new lines; returns how many records arrived."""
@@ -64,7 +65,12 @@ class RunMonitor:
     """Totals right now: frames, learner steps, episodes, mean return, queue fill, lag."""
     actors = self.actors()
     learner = self.latest.get('learner', {})
-    windows = [(n, m) for n, m in self._returns if m is not None]
+    windows = []  # the newest windows that hold the last `return_window` episodes
+    for n, m in reversed(self._returns):
+      if m is not None and n:
+        windows.append((n, m))
+        if sum(k for k, _ in windows) >= self.return_window:
+          break
     count = sum(n for n, _ in windows)
     mean_return = sum(n * m for n, m in windows) / count if count else None
     queue = learner.get('queue_size')
@@ -108,7 +114,7 @@ class RunMonitor:
 
 
 def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]) -> str:
-  from s3ta.learning.learner import STOP_REASONS  # pylint: disable=g-import-not-at-top
+  from s3ta.learning.progress import STOP_REASONS  # pylint: disable=g-import-not-at-top
   s = monitor.snapshot()
   final = monitor.final_learner_record() or {}
   code = int(final.get('stop_reason_code') or 0)
@@ -120,7 +126,8 @@ def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]
            f'  learner steps      {s["learner_steps"]:,} (consumed {s["learner_frames"]:,} frames)',
            f'  param version      {s["param_version"]} (actors last used {s["actor_param_versions"]})',
            f'  episodes           {s["episodes"]:,}'
-           + (f', mean return {s["mean_return"]:.2f}' if s['mean_return'] is not None else '')]
+           + (f', mean return {s["mean_return"]:.2f} (last ~{monitor.return_window})'
+              if s['mean_return'] is not None else '')]
   e2e = monitor.end_to_end_frames_per_s()
   if e2e is not None:
     lines.append(f'  actor frames/s     {e2e:,.0f} (all actors, steady state)')

@@ -24,6 +24,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from s3ta.utils import metrics as metrics_lib
+
 LABELS = ('replay', 'learner', 'actor', 'evaluator')
 
 # Environment variables of node processes that should not see an accelerator.
@@ -33,104 +35,27 @@ CPU_NODE_ENV = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': '', 'TF_CPP_MIN_
 # ------------------------------------------------------------------ config checks
 def validate_config(config) -> None:
   """Raises ValueError naming the first bad value (before anything is launched)."""
-  from s3ta.envs import atari  # pylint: disable=g-import-not-at-top
-  from s3ta.learning import LearnerConfig  # pylint: disable=g-import-not-at-top
-  from s3ta.networks import NetworkConfig  # pylint: disable=g-import-not-at-top
+  from launch import config_checks  # pylint: disable=g-import-not-at-top
 
-  atari.validate_game(config.env.game)
-  positive = {
-      'num_actors': config.num_actors, 'unroll_length': config.unroll_length,
-      'batch_size': config.batch_size, 'queue_size': config.queue_size,
-      'env.num_envs': config.env.num_envs, 'env.frame_skip': config.env.frame_skip,
-      'env.max_episode_steps': config.env.max_episode_steps,
-      'param_refresh_steps': config.param_refresh_steps,
-  }
-  for name, value in positive.items():
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-      raise ValueError(f'config.{name} must be an integer >= 1, got {value!r}.')
-  non_negative = {
-      'max_frames': config.max_frames, 'max_seconds': config.max_seconds,
-      'max_learner_steps': config.max_learner_steps, 'env.num_threads': config.env.num_threads,
-      'actor_max_in_flight_items': config.actor_max_in_flight_items,
-      'checkpoint_minutes': config.checkpoint_minutes,
-  }
-  for name, value in non_negative.items():
-    if value < 0:
-      raise ValueError(f'config.{name} must be >= 0, got {value!r}.')
-  for name in ('param_timeout_s', 'log_period_s'):
-    if config[name] <= 0:
-      raise ValueError(f'config.{name} must be > 0, got {config[name]!r}.')
+  config_checks.validate_common(config)
+  config_checks.require_positive_ints(config, ('num_actors', 'queue_size', 'param_refresh_steps'))
+  if config.actor_max_in_flight_items < 0:
+    raise ValueError('config.actor_max_in_flight_items must be >= 0, got '
+                     f'{config.actor_max_in_flight_items!r}.')
+  if config.param_timeout_s <= 0:
+    raise ValueError(f'config.param_timeout_s must be > 0, got {config.param_timeout_s!r}.')
   if config.sample_timeout_ms < 1:
     raise ValueError(f'config.sample_timeout_ms must be >= 1, got {config.sample_timeout_ms!r}.')
   if config.queue_size < config.batch_size:
     raise ValueError(f'config.queue_size ({config.queue_size}) must be >= config.batch_size '
                      f'({config.batch_size}): the learner could never fill a batch.')
-  if not (config.max_frames or config.max_seconds or config.max_learner_steps):
-    raise ValueError('Set at least one of config.max_frames, config.max_seconds, '
-                     'config.max_learner_steps > 0, or the run never ends.')
-  if config.evaluator.enabled:
-    for name in ('num_episodes', 'num_envs'):
-      if config.evaluator[name] < 1:
-        raise ValueError(f'config.evaluator.{name} must be >= 1, got {config.evaluator[name]!r}.')
-    if config.evaluator.period_s <= 0:
-      raise ValueError(f'config.evaluator.period_s must be > 0, got {config.evaluator.period_s!r}.')
-    if config.evaluator.max_episode_steps < 0:
-      raise ValueError('config.evaluator.max_episode_steps must be >= 0, got '
-                       f'{config.evaluator.max_episode_steps!r}.')
-  NetworkConfig.from_dict(config.network)  # unknown fields / bad sizes
-  LearnerConfig.from_dict(config.learner)
 
 
 # ------------------------------------------------------------------ shared builders
-def make_env(env_config, num_envs: int, seed: int, max_episode_steps: Optional[int] = None):
-  """The actors'/evaluator's AtariEnv batch."""
-  from s3ta.envs.atari import AtariEnv  # pylint: disable=g-import-not-at-top
-  return AtariEnv(env_config.game, num_envs, seed,
-                  light_observation=env_config.light_observation,
-                  full_action_space=env_config.full_action_space,
-                  frame_skip=env_config.frame_skip, noop_max=env_config.noop_max,
-                  max_episode_steps=max_episode_steps or env_config.max_episode_steps,
-                  num_threads=env_config.num_threads)
-
-
-@functools.lru_cache(maxsize=None)
-def _env_spec_cached(game: str, light: bool, full_action_space: bool) -> tuple[int, tuple]:
-  from s3ta.envs.atari import AtariEnv, validate_game  # pylint: disable=g-import-not-at-top
-  from s3ta.envs import atari  # pylint: disable=g-import-not-at-top
-  env = AtariEnv(validate_game(game), 1, 0, light_observation=light,
-                 full_action_space=full_action_space, num_threads=1)
-  spec = env.num_actions, tuple(atari.LIGHT_SHAPE if light else atari.RGB_SHAPE)
-  env.close()
-  return spec
-
-
 def env_spec(env_config) -> tuple[int, tuple]:
-  """(num_actions, observation_shape) of the configured game."""
-  return _env_spec_cached(env_config.game, bool(env_config.light_observation),
-                          bool(env_config.full_action_space))
-
-
-def make_metrics_logger(workdir: str, label: str, step_key: str, frames_key: Optional[str] = None,
-                        tensorboard: bool = False) -> Callable[[dict], None]:
-  """callable(record dict) → one `MetricsWriter` line (non-scalar / None values dropped)."""
-  from s3ta.utils.metrics import MetricsWriter  # pylint: disable=g-import-not-at-top
-  writer = MetricsWriter(workdir, label, tensorboard=tensorboard)
-
-  def log(record: dict) -> None:
-    values = {}
-    for key, value in record.items():
-      if key in ('time', 'label', 'step', 'frames') or value is None:
-        continue
-      if isinstance(value, (bool, np.bool_)):
-        value = int(value)
-      if isinstance(value, (int, float, np.integer, np.floating)):
-        values[key] = value
-    step = int(record.get(step_key) or 0)
-    frames = record.get(frames_key) if frames_key else None
-    writer.write(step, values, frames=None if frames is None else int(frames))
-    writer.flush()
-
-  return log
+  """(num_actions, observation_shape) of the configured environment."""
+  from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
+  return factory.env_spec(env_config)
 
 
 def actor_keys(seed: int, num_actors: int) -> np.ndarray:
@@ -181,6 +106,7 @@ def build_learner(config, workdir: str, network_fn: Callable[[], Any], replay_cl
     **learner_kwargs: extra constructor arguments of `learner_cls`.
   """
   import launchpad as lp  # pylint: disable=g-import-not-at-top
+  from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
   from s3ta.utils.checkpoint import Checkpointer  # pylint: disable=g-import-not-at-top
   if learner_cls is None:
     from s3ta.learning.learner import Learner as learner_cls  # pylint: disable=g-import-not-at-top
@@ -189,11 +115,11 @@ def build_learner(config, workdir: str, network_fn: Callable[[], Any], replay_cl
                               config=config, network_config=config.network.to_dict())
   learner = learner_cls(
       network_fn(), config.learner.to_dict(), batch_size=config.batch_size,
-      unroll_length=config.unroll_length, frames_per_step=int(config.env.frame_skip),
+      unroll_length=config.unroll_length, frames_per_step=factory.frames_per_step(config.env),
       rng_key=actor_keys(config.seed, config.num_actors)[config.num_actors],
       server_address=replay_client.server_address, should_stop=stop_event.is_set,
       stop_program=stop_program or (lambda: None), checkpointer=checkpointer,
-      logger=make_metrics_logger(workdir, 'learner', 'learner_steps', 'learner_frames',
+      logger=metrics_lib.record_logger(workdir, 'learner', 'learner_steps', 'learner_frames',
                                  tensorboard=True),
       max_frames=config.max_frames, max_seconds=config.max_seconds,
       max_steps=config.max_learner_steps, log_period_s=config.log_period_s,
@@ -214,21 +140,22 @@ def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: i
   """
   import launchpad as lp  # pylint: disable=g-import-not-at-top
   from s3ta.acting.actor import Actor, CourierParamsSource  # pylint: disable=g-import-not-at-top
+  from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
   from s3ta.replay import TrajectoryQueueWriter  # pylint: disable=g-import-not-at-top
   stop_event = lp.stop_event()
   num_envs = config.env.num_envs
-  env = make_env(config.env if env_config is None else env_config, num_envs,
-                 actor_env_seed(config.seed, actor_id, num_envs))
+  env_config = config.env if env_config is None else env_config
+  env = factory.make_env(env_config, num_envs, actor_env_seed(config.seed, actor_id, num_envs))
   writer = TrajectoryQueueWriter(replay_client, config.actor_max_in_flight_items,
                                  should_stop=stop_event.is_set)
   return Actor(actor_id, env, network_fn(), CourierParamsSource(learner_client), writer,
                unroll_length=config.unroll_length,
                rng_key=actor_keys(config.seed, config.num_actors)[actor_id],
                param_refresh_steps=config.param_refresh_steps, should_stop=stop_event.is_set,
-               logger=make_metrics_logger(workdir, label or f'actor_{actor_id}', 'env_steps',
+               logger=metrics_lib.record_logger(workdir, label or f'actor_{actor_id}', 'env_steps',
                                           'frames'),
-               log_period_s=config.log_period_s, frames_per_step=int(config.env.frame_skip),
-               on_episodes=on_episodes)
+               log_period_s=config.log_period_s,
+               frames_per_step=factory.frames_per_step(env_config), on_episodes=on_episodes)
 
 
 def build_evaluator(config, workdir: str, network_fn: Callable[[], Any], learner_client):
@@ -236,19 +163,19 @@ def build_evaluator(config, workdir: str, network_fn: Callable[[], Any], learner
   import launchpad as lp  # pylint: disable=g-import-not-at-top
   from s3ta.acting.actor import CourierParamsSource  # pylint: disable=g-import-not-at-top
   from s3ta.acting.evaluator import Evaluator  # pylint: disable=g-import-not-at-top
-  from s3ta.envs.atari import validate_game  # pylint: disable=g-import-not-at-top
+  from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
   stop_event = lp.stop_event()
   ev = config.evaluator
   # The env's own limit stays the game's; the evaluator cuts (and flags) longer episodes.
-  env = make_env(config.env, ev.num_envs,
-                 actor_env_seed(config.seed, config.num_actors, config.env.num_envs))
+  env = factory.make_env(config.env, ev.num_envs,
+                         actor_env_seed(config.seed, config.num_actors, config.env.num_envs))
   return Evaluator(env, network_fn(), CourierParamsSource(learner_client),
-                   game=validate_game(config.env.game),
+                   game=factory.game(config.env),
                    rng_key=actor_keys(config.seed, config.num_actors)[config.num_actors + 1],
                    period_s=ev.period_s, num_episodes=ev.num_episodes, greedy=ev.greedy,
                    max_episode_steps=ev.max_episode_steps, should_stop=stop_event.is_set,
                    wait=lp.wait_for_stop,
-                   logger=make_metrics_logger(workdir, 'evaluator', 'param_version',
+                   logger=metrics_lib.record_logger(workdir, 'evaluator', 'param_version',
                                               tensorboard=True))
 
 

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from s3ta.analysis import cli, render, rollout
-from s3ta.learning import learner_core, optimizer
+from s3ta.learning import learner_core
 from s3ta.networks import NetworkConfig, make_network
 from s3ta.utils import checkpoint as checkpoint_lib
 
@@ -101,7 +101,8 @@ def test_inject_and_hard_attention(tmp_path, capsys):
 def _save_checkpoint(directory, num_actions, step):
   config = NetworkConfig(**rollout.SMALL_NETWORK)
   params = rollout.random_params(make_network(config, num_actions, rollout.ATARI_OBSERVATION_SHAPE), seed=2)
-  state = learner_core.TrainingState(params, optimizer.rmsprop_init(params),
+  state = learner_core.TrainingState(params, learner_core.make_optimizer(
+      learner_core.LearnerConfig(), learner_core.LearnerConfig().initial_hyperparams()).init(params),
                                      learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(0))
   checkpoint_lib.save(directory, step, state, network_config=config)
 
@@ -172,7 +173,8 @@ def test_attention_command_rejects_a_network_without_attention(tmp_path, capsys)
   config = NetworkConfig(kind='resnet', resnet_channels=(4, 4, 4), resnet_blocks=1, resnet_hidden=16)
   network = make_network(config, 6, rollout.ATARI_OBSERVATION_SHAPE)
   params = rollout.random_params(network)
-  state = learner_core.TrainingState(params, optimizer.rmsprop_init(params),
+  state = learner_core.TrainingState(params, learner_core.make_optimizer(
+      learner_core.LearnerConfig(), learner_core.LearnerConfig().initial_hyperparams()).init(params),
                                      learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(0))
   checkpoint_lib.save(str(tmp_path), 2, state, network_config=config)
   assert cli.main(['attention-stats', f'--checkpoint={tmp_path}', f'--out={tmp_path}/out']) == 2
@@ -206,7 +208,8 @@ def test_checkpoint_of_a_gray_84x84_run_plays_its_own_game_and_frames(tmp_path, 
   config = NetworkConfig(**rollout.SMALL_NETWORK)
   network = make_network(config, 4, (84, 84, 1))
   params = rollout.random_params(network)
-  state = learner_core.TrainingState(params, optimizer.rmsprop_init(params),
+  state = learner_core.TrainingState(params, learner_core.make_optimizer(
+      learner_core.LearnerConfig(), learner_core.LearnerConfig().initial_hyperparams()).init(params),
                                      learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(0))
   experiment = {'env': {'game': 'Breakout', 'light_observation': True, 'full_action_space': False}}
   checkpoint_lib.save(str(tmp_path / 'checkpoints'), 5, state, network_config=config, config=experiment)

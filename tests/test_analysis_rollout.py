@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from s3ta.analysis import numerics, rollout
-from s3ta.learning import learner_core, optimizer
+from s3ta.learning import learner_core
 from s3ta.networks import AgentInput, NetworkConfig, make_network
 from s3ta.utils import checkpoint as checkpoint_lib
 
@@ -86,7 +86,8 @@ def test_hard_attention_threshold_zero_is_soft_and_one_is_argmax(runner_and_reco
 def _save_training_state(directory, config, num_actions):
   network = make_network(config, num_actions, rollout.ATARI_OBSERVATION_SHAPE)
   params = rollout.random_params(network, seed=5)
-  state = learner_core.TrainingState(params, optimizer.rmsprop_init(params),
+  state = learner_core.TrainingState(params, learner_core.make_optimizer(
+      learner_core.LearnerConfig(), learner_core.LearnerConfig().initial_hyperparams()).init(params),
                                      learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(7))
   checkpoint_lib.save(checkpoint_lib.checkpoint_dir(directory), 7, state, network_config=config)
   return params

@@ -1,12 +1,19 @@
-"""Catch dynamics and the overlapping unrolls actors produce."""
+"""Catch dynamics, the actors' action selection and the overlapping unrolls they produce."""
+
+import warnings
 
 import jax
 import numpy as np
 import pytest
 
-from s3ta.acting import UnrollAccumulator
+from s3ta.acting import UnrollAccumulator, agent_input, make_select_action
 from s3ta.envs.base import EpisodeTracker
 from s3ta.envs.catch import BALL_COLOUR, PADDLE_COLOUR, BatchedCatch
+from s3ta.networks import make_network
+
+from tests.test_networks import SMALL
+
+pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
 
 
 def test_catch_episode_rewards_a_catch_and_resets_in_the_terminal_step():
@@ -62,3 +69,26 @@ def test_unroll_accumulator_rejects_incomplete_steps():
     UnrollAccumulator(2).add({'observation': np.zeros(1)}, ())
   with pytest.raises(ValueError, match='unroll_length'):
     UnrollAccumulator(0)
+
+
+@pytest.mark.parametrize('greedy', [False, True])
+def test_select_action_on_a_device_equals_the_plain_function(greedy):
+  env = BatchedCatch(3, seed=1)
+  network = make_network(SMALL, env.num_actions, env.observation_shape)
+  params = network.init(jax.random.PRNGKey(0))
+  inputs = agent_input(env.reset(), np.zeros(3, np.int32))
+  state, rng, cpu = network.initial_state(3), jax.random.PRNGKey(1), jax.devices('cpu')[0]
+  plain, plain_state = make_select_action(network, greedy, jit=False)(params, rng, inputs, state)
+  with warnings.catch_warnings():  # jax.jit(device=...) is deprecated; we must not use it
+    warnings.filterwarnings('error', message='backend and device argument on jit')
+    out, next_state = make_select_action(network, greedy, device=cpu)(params, rng, inputs, state,
+                                                                      0.0)
+  assert out.action.devices() == {cpu} and out.action.dtype == np.int32
+  np.testing.assert_array_equal(out.action, plain.action)
+  if greedy:
+    np.testing.assert_array_equal(out.action, np.argmax(plain.logits, axis=-1))
+  np.testing.assert_allclose(out.logits, plain.logits, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(out.value, plain.value, rtol=1e-5, atol=1e-6)
+  for ours, theirs in zip(jax.tree_util.tree_leaves(next_state),
+                          jax.tree_util.tree_leaves(plain_state)):
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)

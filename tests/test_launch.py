@@ -20,7 +20,8 @@ def _train(tmp_path, *args, timeout=120):
 
 
 @pytest.mark.parametrize('override, message', [
-    ('--config.env.game=NotAGame', "Unknown Atari game 'NotAGame'; valid games"),
+    ('--config.env.game=NotAGame', "Unknown Atari game 'NotAGame' for backend 'envpool'; valid games"),
+    ('--config.env.backend=gym', "Unknown config.env.backend 'gym'; valid: ('envpool', 'ale')"),
     ('--config.num_actors=0', 'config.num_actors must be an integer >= 1, got 0'),
     ('--config.unroll_length=0', 'config.unroll_length must be an integer >= 1, got 0'),
     ('--config.batch_size=0', 'config.batch_size must be an integer >= 1, got 0'),

@@ -21,12 +21,17 @@ class ActorOutput(NamedTuple):
   value: Any  # float32 [B]
 
 
-def agent_input(env_step: EnvStep, prev_action: np.ndarray) -> AgentInput:
-  """What the agent sees: previous action and reward are zeroed at episode starts."""
-  first = np.asarray(env_step.is_first, bool)
+def agent_input(env_step: EnvStep, prev_action) -> AgentInput:
+  """What the agent sees: previous action and reward are zeroed at episode starts.
+
+  NumPy in, NumPy out (host loops); jax arrays in, jax arrays out (inside the
+  single-machine trainer's jitted step).
+  """
+  xp = jnp if isinstance(env_step.is_first, jax.Array) else np
+  first = xp.asarray(env_step.is_first, bool)
   return AgentInput(observation=env_step.observation,
-                    prev_action=np.where(first, 0, prev_action).astype(np.int32),
-                    prev_reward=np.where(first, 0.0, env_step.reward).astype(np.float32),
+                    prev_action=xp.where(first, 0, prev_action).astype(np.int32),
+                    prev_reward=xp.where(first, 0.0, env_step.reward).astype(np.float32),
                     is_first=first)
 
 
@@ -44,4 +49,13 @@ def make_select_action(network: Network, greedy: bool = False, jit: bool = True,
 
   if not jit:
     return select_action
-  return jax.jit(select_action, device=device) if device is not None else jax.jit(select_action)
+  jitted = jax.jit(select_action)
+  if device is None:
+    return jitted
+
+  def select_action_on_device(*args, **kwargs):
+    # Inputs committed to `device` make the jitted call run there; `jax.jit(device=...)`
+    # did the same but is deprecated since JAX 0.4.31 (a warning on 0.5 and 0.11).
+    return jitted(*jax.device_put(args, device), **jax.device_put(kwargs, device))
+
+  return select_action_on_device

@@ -65,6 +65,8 @@ class EnvSettings(NamedTuple):
   trained_game: Optional[str] = None  # the game in the checkpoint's experiment config, if any
   frame_skip: int = 4  # action repeat
   noop_max: int = 30  # up to this many no-ops at episode start
+  backend: str = 'envpool'  # Atari backend ('envpool' or 'ale', s3ta/envs/factory.py)
+  frame_stack: int = 1  # frames stacked along channels
 
 
 def find_checkpoint(directory: str) -> str:
@@ -96,38 +98,40 @@ def env_settings(checkpoint: Optional[str], game: Optional[str]) -> EnvSettings:
   observation type (RGB or gray 84x84) and action set always follow the checkpoint,
   since the network only understands those.
   """
-  from s3ta.envs import atari  # pylint: disable=g-import-not-at-top
+  from s3ta.envs import atari, factory  # pylint: disable=g-import-not-at-top
   env_config = {}
   if checkpoint is not None:
     config = read_metadata(find_checkpoint(checkpoint)).get('config') or {}
     env_config = (config.get('env') if isinstance(config, dict) else None) or {}
+  if factory.env_name(env_config) != 'atari':
+    raise ValueError(f'the analysis tools play Atari; this checkpoint was trained on '
+                     f'{factory.env_name(env_config)!r}.')
+  backend = factory.backend(env_config)
   trained = env_config.get('game')
   chosen = game or trained or 'Pong'
-  return EnvSettings(atari.validate_game(chosen), bool(env_config.get('light_observation', False)),
+  return EnvSettings(atari.validate_game(chosen, backend),
+                     bool(env_config.get('light_observation', False)),
                      bool(env_config.get('full_action_space', False)),
-                     atari.validate_game(trained) if trained else None,
+                     atari.validate_game(trained, backend) if trained else None,
                      int(env_config.get('frame_skip', atari.FRAME_SKIP)),
-                     int(env_config.get('noop_max', 30)))
+                     int(env_config.get('noop_max', 30)), backend, factory.frame_stack(env_config))
 
 
 def observation_shape(settings: EnvSettings) -> tuple[int, int, int]:
   from s3ta.envs import atari  # pylint: disable=g-import-not-at-top
-  return tuple(atari.LIGHT_SHAPE if settings.light_observation else atari.RGB_SHAPE)
+  return atari.observation_shape(settings.light_observation, settings.frame_stack)
 
 
 def make_env(settings, num_envs: int = 1, seed: int = 0):
-  """The project's EnvPool Atari wrapper (action repeat 4, unclipped rewards, no sticky actions).
+  """The Atari batch of `settings` (s3ta/envs/factory.py: action repeat 4, unclipped rewards).
 
   `settings` is an EnvSettings or a game name (RGB 210x160 frames). Raises
   ValueError (one line) for an unknown game.
   """
-  from s3ta.envs import atari  # pylint: disable=g-import-not-at-top  (lazy: envpool)
+  from s3ta.envs import factory  # pylint: disable=g-import-not-at-top  (lazy: envpool)
   if isinstance(settings, str):
     settings = EnvSettings(settings)
-  return atari.AtariEnv(atari.validate_game(settings.game), num_envs=num_envs, seed=seed,
-                        light_observation=settings.light_observation,
-                        full_action_space=settings.full_action_space,
-                        frame_skip=settings.frame_skip, noop_max=settings.noop_max)
+  return factory.make_env({'name': 'atari', **settings._asdict()}, num_envs, seed)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -199,8 +203,10 @@ def _restore_agent(path: str, num_actions: int, observation_shape: Sequence[int]
     raise ValueError(f'checkpoint {path} has no network config in its metadata; cannot rebuild the network.')
   config = NetworkConfig.from_dict(metadata['network_config'])
   network = make_network(config, num_actions, observation_shape)
-  template = jax.eval_shape(lambda: learner_core.init_training_state(
-      network, learner_core.LearnerConfig(), jax.random.PRNGKey(0)))
+  experiment = metadata.get('config') if isinstance(metadata.get('config'), dict) else {}
+  learner_config = learner_core.LearnerConfig.from_dict(experiment.get('learner') or {})
+  template = jax.eval_shape(lambda: learner_core.init_training_state(  # the run's optimizer state
+      network, learner_config, jax.random.PRNGKey(0)))
   restored = checkpoint_lib.restore(path, template, network_config=metadata["network_config"])
   params = jax.tree_util.tree_map(jnp.asarray, restored.state.params)
   return LoadedAgent(network, params, f'checkpoint {path} (step {restored.step}, {config.kind} network)')

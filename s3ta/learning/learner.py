@@ -19,24 +19,9 @@ import jax
 import numpy as np
 
 from s3ta.learning.learner_core import LearnerConfig, init_training_state, make_sgd_step
+from s3ta.learning.progress import STOP_REASONS, Counters, StopRule
 from s3ta.learning.types import Trajectory
 from s3ta.replay import queue as replay
-
-
-STOP_REASONS = ('max_frames', 'max_learner_steps', 'max_seconds', 'stop requested')
-
-
-class Counters:
-  """Monotone learner counters; saved in checkpoints and restored on resume."""
-
-  FIELDS = ('learner_steps', 'learner_frames', 'param_version', 'items_consumed', 'train_seconds')
-
-  def __init__(self, **values):
-    for name in self.FIELDS:
-      setattr(self, name, values.get(name, 0))
-
-  def as_dict(self) -> dict:
-    return {name: getattr(self, name) for name in self.FIELDS}
 
 
 class Learner:
@@ -84,7 +69,7 @@ class Learner:
     self._stop_program = stop_program
     self._checkpointer = checkpointer
     self._logger = logger
-    self._max_frames, self._max_seconds, self._max_steps = max_frames, max_seconds, max_steps
+    self._stop_rule = StopRule(max_frames, max_steps, max_seconds)
     self._log_period_s = log_period_s
     self._sample_timeout_ms = sample_timeout_ms
     self._max_sample_failures = 30  # consecutive Reverb errors (about 30 s) before giving up
@@ -98,8 +83,7 @@ class Learner:
       restored = checkpointer.restore_latest(state)
       if restored is not None:
         state = restored.state
-        self.counters = Counters(**{k: v for k, v in restored.counters.items()
-                                    if k in Counters.FIELDS})
+        self.counters = Counters.from_checkpoint(restored.counters)
         self.resumed_from = restored.path
     self._state = jax.device_put(state, self.device)
     self._params_cache = (None, None)  # (version, numpy params)
@@ -152,16 +136,6 @@ class Learner:
     c.learner_frames += self._batch_size * self._unroll_length * self._frames_per_step
     self.last_metrics = {k: float(v) for k, v in metrics.items()}
     return self.last_metrics
-
-  def _done(self, start: float) -> Optional[str]:
-    c = self.counters
-    if self._max_frames and c.learner_frames >= self._max_frames:
-      return 'max_frames'
-    if self._max_steps and c.learner_steps >= self._max_steps:
-      return 'max_learner_steps'
-    if self._max_seconds and time.time() - start >= self._max_seconds:
-      return 'max_seconds'
-    return None
 
   def _queue_size(self, client) -> int:
     """Items in the queue, or -1 if the server does not answer within a second.
@@ -249,7 +223,7 @@ class Learner:
         self._stats['sample_s'] += time.time() - t0
         self.step_on_batch(sample.data)
         self.counters.train_seconds = train_seconds_at_start + time.time() - start
-        reason = self._done(start)
+        reason = self._stop_rule.reason(self.counters, time.time() - start)
         now = time.time()
         if now - last_log >= self._log_period_s:
           self._log(client, last_log, self.counters.learner_steps - steps_at_log,

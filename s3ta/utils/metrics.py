@@ -139,6 +139,32 @@ class MetricsWriter:
     self.close()
 
 
+def record_logger(workdir: str, label: str, step_key: str, frames_key: Optional[str] = None,
+                  tensorboard: bool = False) -> Callable[[dict], None]:
+  """callable(record dict) -> one flushed `MetricsWriter` line of `label` in `workdir`.
+
+  The record's `step_key` (and `frames_key`) values become the line's step (and
+  frames); non-scalar and None values are dropped, booleans become 0/1.
+  """
+  writer = MetricsWriter(workdir, label, tensorboard=tensorboard)
+
+  def log(record: dict) -> None:
+    values = {}
+    for key, value in record.items():
+      if key in _RESERVED or value is None:
+        continue
+      if isinstance(value, (bool, np.bool_)):
+        value = int(value)
+      if isinstance(value, (int, float, np.integer, np.floating)):
+        values[key] = value
+    step = int(record.get(step_key) or 0)
+    frames = record.get(frames_key) if frames_key else None
+    writer.write(step, values, frames=None if frames is None else int(frames))
+    writer.flush()
+
+  return log
+
+
 def _si(value: float) -> str:
   for unit, scale in (('G', 1e9), ('M', 1e6), ('K', 1e3)):
     if abs(value) >= scale:

@@ -1,0 +1,61 @@
+"""The fast CPU baseline on Atari: the Nature DQN torso (Mnih et al. 2015), sized for 2 cores.
+
+Usage:
+  python -m launch.train_single --config=experiments/atari_fast.py[:ARG] --workdir=DIR
+  python -m launch.train --config=experiments/atari_fast.py[:ARG] --workdir=DIR
+
+About 20 MFLOP per frame forward, 50x less than paper-size S3TA: on this 2-core
+machine the learner consumes ~5.6 K frames/s (BENCHMARKS.md). Gray 84x84 frames;
+otherwise IMPALA's Atari recipe: RMSProp (eps inside the root), entropy 0.01,
+global-norm clipping at 40, discount 0.99, rewards clipped to [-1, 1].
+ARG: '' (feed-forward, 4 stacked frames) or 'lstm' (LSTM 256 with previous action
+and reward, 1 frame). Derived from experiments/atari_expert.py.
+"""
+
+from experiments import atari_expert
+
+VARIANTS = ('', 'lstm')
+
+
+def get_config(arg: str = ''):
+  arg = (arg or '').strip()
+  if arg not in VARIANTS:
+    raise ValueError(f'Unknown atari_fast variant {arg!r}; valid: {VARIANTS}.')
+  config = atari_expert.get_config('cpu')
+  config.env.game = 'Pong'
+  config.env.light_observation = True  # gray 84x84
+  config.env.frame_stack = 4 if arg == '' else 1  # the feed-forward torso sees 4 frames
+  config.env.num_envs = 16  # per actor: 2 actors x 16 = 32 environments
+  config.env.num_threads = 1  # emulator threads per env batch (2 cores in all)
+
+  config.network.kind = 'nature' if arg == '' else 'nature_lstm'
+  config.network.nature_channels = (32, 64, 64)  # 84x84 -> 20x20 -> 9x9 -> 7x7
+  config.network.nature_kernels = (8, 4, 3)
+  config.network.nature_strides = (4, 2, 1)
+  config.network.nature_hidden = 512
+  config.network.lstm_size = 256  # 'lstm' variant only
+
+  config.learner.learning_rate = 6e-4  # RMSProp (IMPALA's Atari value)
+  config.learner.rmsprop_epsilon = 0.01  # inside the root; losses are summed over T x B
+  config.learner.rmsprop_initial_scale = 0.0  # initial mean square
+  config.learner.entropy_cost = 0.01
+  config.learner.grad_clip = 40.0  # global norm
+  config.learner.grad_clip_mode = 'global_norm'
+
+  config.unroll_length = 20  # T
+  config.batch_size = 16  # B: two sgd steps per unroll of all 32 environments (more updates/frame)
+  config.num_actors = 2  # actor processes (distributed); env groups (single machine)
+  config.queue_size = 64  # Reverb queue items (distributed)
+  config.actor_max_in_flight_items = 16  # one actor batch of items
+  config.param_refresh_steps = 10  # actor batch steps between parameter fetches
+  config.max_frames = 20_000_000  # learner-consumed frames
+  config.max_seconds = 7_200.0  # two hours of learner wall time
+  config.checkpoint_minutes = 10.0
+
+  config.single_machine.env_groups = 2  # 2 x 16 envs: one group steps while the other infers
+  config.single_machine.policy_lag = 1  # overlap acting with learning
+
+  config.evaluator.period_s = 300.0  # evaluate every 5 minutes
+  config.evaluator.num_episodes = 4  # full Pong games
+  config.evaluator.num_envs = 4
+  return config

@@ -1,0 +1,474 @@
+"""Single-machine IMPALA training: one process, environments on CPU threads, one device for the rest.
+
+  python -m launch.train_single --config=experiments/atari_fast.py --workdir=DIR
+  python -m launch.train_single --config=experiments/catch.py --workdir=DIR
+  python -m launch.train_single --config=experiments/atari_expert.py --workdir=DIR \
+      --config.single_machine.device=gpu
+
+The Cleanba / SEED RL pattern (s3ta/acting/device_actor.py): G environment groups
+stepped in turn on CPU threads, the policy of a whole group in one jitted call on
+the learner's device, recurrent state and unrolls on that device, and the same
+`sgd_step` as the distributed learner on it; parameters never leave the device.
+Acting and learning overlap: the main thread collects unroll i + 1 while a learner
+thread updates on unroll i. `config.single_machine.policy_lag` = L makes unroll i
+act with the parameters after the update on unroll i - 1 - L (0: synchronous),
+whatever the timing, so a seed gives the same run; the policy lag in learner steps
+is logged. It reads the same configs and `--config.x=y` overrides as
+`launch.train`, and writes the same workdir: `checkpoints/` (a rerun resumes),
+`metrics.jsonl` (labels learner, actor_0, evaluator), `tensorboard/` (when
+TensorFlow imports), a progress line every `single_machine.progress_period_s` and a
+summary. Exit status: 0 done, 1 failure, 2 bad config or device, 130 Ctrl-C, 143
+SIGTERM (both save a final checkpoint first).
+"""
+
+import dataclasses
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from typing import Callable, Optional
+
+import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
+
+import jax
+import numpy as np
+
+from launch import config_checks
+from launch import monitor as monitor_lib
+from launch.program import actor_env_seed
+from s3ta.acting.device_actor import DeviceActor, group_sizes, slice_batches
+from s3ta.acting.evaluator import Evaluator
+from s3ta.envs import factory
+from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step
+from s3ta.learning.progress import STOP_REASONS, Counters, StopRule
+from s3ta.networks import make_network, parameter_count
+from s3ta.utils import checkpoint as checkpoint_lib
+from s3ta.utils import metrics as metrics_lib
+
+DEVICES = ('auto', 'cpu', 'gpu', 'tpu')
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The single-machine fields of a config (`config.single_machine`), validated."""
+  device: str = 'auto'
+  num_envs: int = 0  # 0: config.num_actors * config.env.num_envs
+  env_groups: int = 2
+  policy_lag: int = 1
+  progress_period_s: float = 10.0
+
+  @classmethod
+  def from_config(cls, config) -> 'Settings':
+    section = dict(config.get('single_machine') or {})
+    unknown = set(section) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+      raise ValueError(f'Unknown config.single_machine fields {sorted(unknown)}; valid: '
+                       f'{[f.name for f in dataclasses.fields(cls)]}.')
+    settings = cls(**section)
+    if settings.device not in DEVICES:
+      raise ValueError(f'config.single_machine.device must be one of {DEVICES}, got '
+                       f'{settings.device!r}.')
+    for name, low in (('num_envs', 0), ('env_groups', 1), ('policy_lag', 0)):
+      value = getattr(settings, name)
+      if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f'config.single_machine.{name} must be an integer >= {low}, got {value!r}.')
+    if settings.progress_period_s <= 0:
+      raise ValueError('config.single_machine.progress_period_s must be > 0, got '
+                       f'{settings.progress_period_s!r}.')
+    return settings
+
+  def total_envs(self, config) -> int:
+    return self.num_envs or int(config.get('num_actors', 1)) * int(config.env.num_envs)
+
+
+def validate_config(config) -> Settings:
+  """Raises ValueError naming the first bad value; returns the single-machine settings."""
+  config_checks.validate_common(config)
+  settings = Settings.from_config(config)
+  num_envs = settings.total_envs(config)
+  group_sizes(num_envs, settings.env_groups)
+  if num_envs % config.batch_size:
+    raise ValueError(f'config.batch_size ({config.batch_size}) must divide the number of '
+                     f'environments ({num_envs} = single_machine.num_envs, or num_actors x '
+                     'env.num_envs): each unroll of all environments is cut into batches.')
+  return settings
+
+
+def _print(line: str) -> None:
+  print(line, flush=True)
+
+
+def pick_device(kind: str, log: Callable[[str], None] = _print):
+  """The jax device for `kind`; 'auto' prefers an accelerator and says so when there is none."""
+  if kind == 'auto':
+    for platform in ('gpu', 'tpu'):
+      try:
+        return jax.devices(platform)[0]
+      except RuntimeError:
+        pass
+    log('[train_single] WARNING: no GPU/TPU visible to JAX; policy and learner run on the CPU.')
+    return jax.devices('cpu')[0]
+  try:
+    return jax.devices(kind)[0]
+  except RuntimeError as e:
+    raise ValueError(f'config.single_machine.device={kind!r}, but JAX sees no {kind} '
+                     f'(platforms here: {sorted({d.platform for d in jax.devices()})}); use '
+                     "'auto' or 'cpu'.") from e
+
+
+class Published:
+  """The parameters after each unroll's update, so that acting uses a fixed policy lag.
+
+  `wait_for(i)` blocks until the learner finished unroll i (i = -1: the initial
+  parameters) and returns (version, frames, params) as they were right then.
+  """
+
+  def __init__(self, version: int, frames: int, params, keep: int):
+    self._cond = threading.Condition()
+    self._done = -1
+    self._by_unroll = {-1: (version, frames, params)}
+    self._keep = keep  # snapshots kept (device memory): the policy lag + 2 is enough
+
+  def publish(self, unroll: int, version: int, frames: int, params) -> None:
+    with self._cond:
+      self._by_unroll[unroll] = (version, frames, params)
+      self._done = unroll
+      for old in [k for k in self._by_unroll if k <= unroll - self._keep]:
+        del self._by_unroll[old]
+      self._cond.notify_all()
+
+  def wait_for(self, unroll: int, should_stop: Callable[[], bool]):
+    with self._cond:
+      while self._done < unroll:
+        if should_stop():
+          return None
+        self._cond.wait(0.2)
+      return self._by_unroll[unroll]
+
+  def latest(self):
+    with self._cond:
+      return self._by_unroll[self._done]
+
+
+class LearnerThread(threading.Thread):
+  """Consumes unrolls in order: `sgd_step` on each batch, counters, logs, checkpoints."""
+
+  def __init__(self, state, counters: Counters, sgd_step, *, batch_size: int, frames_per_batch: int,
+               stop_rule: StopRule, published: Published, checkpointer, logger, log_period_s: float,
+               stop: threading.Event):
+    super().__init__(name='learner', daemon=True)
+    self.state, self.counters, self._sgd_step = state, counters, sgd_step
+    self._batch_size, self._frames_per_batch = batch_size, frames_per_batch
+    self._stop_rule, self._published = stop_rule, published
+    self._checkpointer, self._logger, self._log_period_s = checkpointer, logger, log_period_s
+    self._stop_event = stop
+    self.unrolls: queue.Queue = queue.Queue()
+    self.reason: Optional[str] = None
+    self.error: Optional[BaseException] = None
+    self.last_metrics: dict = {}
+    self._stats = dict(lag_sum=0.0, lag_max=0, lag_n=0, wait_s=0.0, sgd_s=0.0)
+
+  def run(self) -> None:
+    start = last_log = time.time()
+    seconds_at_start = self.counters.train_seconds
+    steps_at_log, frames_at_log = self.counters.learner_steps, self.counters.learner_frames
+    metrics = None
+    self.reason = self._stop_rule.reason(self.counters, 0.0)  # a resumed run may be done already
+    try:
+      while self.reason is None:
+        t0 = time.time()
+        try:
+          unroll, trajectory, acted_version = self.unrolls.get(timeout=0.2)
+        except queue.Empty:
+          if self._stop_event.is_set():
+            self.reason = 'stop requested'
+          continue
+        t1 = time.time()
+        self._stats['wait_s'] += t1 - t0
+        for batch in slice_batches(trajectory, self._batch_size):
+          lag = self.counters.param_version - acted_version
+          self.state, metrics = self._sgd_step(self.state, batch)
+          c = self.counters
+          c.learner_steps += 1
+          c.param_version += 1
+          c.items_consumed += self._batch_size
+          c.learner_frames += self._frames_per_batch
+          self._stats['lag_sum'] += lag
+          self._stats['lag_max'] = max(self._stats['lag_max'], lag)
+          self._stats['lag_n'] += 1
+          self.reason = self._stop_rule.reason(c, time.time() - start)
+          if self.reason:
+            break
+        self._published.publish(unroll, self.counters.param_version,
+                                self.counters.learner_frames, self.state.params)
+        self.counters.train_seconds = seconds_at_start + time.time() - start
+        self._stats['sgd_s'] += time.time() - t1
+        if time.time() - last_log >= self._log_period_s:
+          self._log(metrics, time.time() - last_log, self.counters.learner_steps - steps_at_log,
+                    self.counters.learner_frames - frames_at_log)
+          last_log, steps_at_log = time.time(), self.counters.learner_steps
+          frames_at_log = self.counters.learner_frames
+        self._checkpointer.maybe_save(self.counters.learner_steps, self.state,
+                                      self.counters.as_dict())
+    except BaseException as e:  # pylint: disable=broad-except  (reported by the main thread)
+      self.error = e
+      self.reason = self.reason or 'stop requested'
+    finally:
+      self._stop_event.set()
+      self.counters.train_seconds = seconds_at_start + time.time() - start
+      if self.error is None:
+        self._checkpointer.save(self.counters.learner_steps, self.state, self.counters.as_dict())
+      self._log(metrics, time.time() - last_log, self.counters.learner_steps - steps_at_log,
+                self.counters.learner_frames - frames_at_log, final=True,
+                stop_reason_code=STOP_REASONS.index(self.reason) + 1)
+
+  def _log(self, metrics, span: float, steps: int, frames: int, **extra) -> None:
+    if metrics is not None:
+      self.last_metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+    span, stats = max(span, 1e-6), self._stats
+    self._logger(dict(
+        self.counters.as_dict(), steps_per_s=steps / span, frames_per_s=frames / span,
+        policy_lag=stats['lag_sum'] / stats['lag_n'] if stats['lag_n'] else None,
+        policy_lag_max=stats['lag_max'] if stats['lag_n'] else None,
+        wait_s=stats['wait_s'], sgd_s=stats['sgd_s'], pid=os.getpid(),
+        **{f'train/{k}': v for k, v in self.last_metrics.items()}, **extra))
+    self._stats = dict(lag_sum=0.0, lag_max=0, lag_n=0, wait_s=0.0, sgd_s=0.0)
+
+
+@dataclasses.dataclass
+class TrainResult:
+  reason: str  # one of STOP_REASONS
+  counters: dict  # the learner's final Counters
+  env_steps: int  # agent steps acted in this process
+  episodes: int  # episodes finished in this process
+  seconds: float  # wall time of this process's training
+  params: object  # final parameters (host numpy)
+  network: object
+  evaluations: list  # evaluator records (mean_return, param_version, frames, ...)
+
+
+def _tensorboard_available(log) -> bool:
+  try:
+    import tensorflow  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    log('[train_single] TensorFlow is not installed: no TensorBoard events (metrics.jsonl only).')
+    return False
+  return True
+
+
+def train(config, workdir: str, *, log: Callable[[str], None] = _print,
+          on_episodes: Optional[Callable[[int, list], None]] = None,
+          stop: Optional[threading.Event] = None) -> TrainResult:
+  """Trains `config` in this process, writing into (and resuming from) `workdir`.
+
+  Args:
+    log: where console lines go (progress line, summary, warnings).
+    on_episodes: called after each unroll with (agent steps so far, returns of the
+      episodes that finished during it), e.g. for learning tests.
+    stop: set it (from another thread or a signal handler) to stop; the learner
+      saves a final checkpoint.
+  Raises:
+    ValueError: a bad config value or an unavailable device (nothing is written).
+  """
+  settings = validate_config(config)
+  device = pick_device(settings.device, log)
+  workdir = os.path.abspath(workdir)
+  os.makedirs(workdir, exist_ok=True)
+  stop = stop or threading.Event()
+  num_actions, observation_shape = factory.env_spec(config.env)
+  network = make_network(config.network.to_dict(), num_actions, observation_shape)
+  learner_config = LearnerConfig.from_dict(config.learner)
+  params_key, actor_key, eval_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
+  state = init_training_state(network, learner_config, params_key)
+  checkpointer = checkpoint_lib.Checkpointer(
+      workdir, interval_s=60.0 * config.checkpoint_minutes or 1e18, config=config,
+      network_config=config.network.to_dict())
+  restored = checkpointer.restore_latest(state)
+  counters = Counters()
+  if restored is not None:
+    state, counters = restored.state, Counters.from_checkpoint(restored.counters)
+    log(f'[train_single] resumed from {restored.path}: {counters.as_dict()}')
+  state = jax.device_put(state, device)
+  # A resumed run samples new actions, not those of its first run.
+  actor_key = jax.random.fold_in(actor_key, counters.learner_steps)
+
+  num_envs = settings.total_envs(config)
+  sizes = group_sizes(num_envs, settings.env_groups)
+  envs = [factory.make_env(config.env, n, seed=actor_env_seed(config.seed, g, n))
+          for g, n in enumerate(sizes)]
+  actor = DeviceActor(envs, network, unroll_length=config.unroll_length, rng_key=actor_key,
+                      device=device)
+  frames_per_step = factory.frames_per_step(config.env)
+  tensorboard = _tensorboard_available(log)
+  published = Published(counters.param_version, counters.learner_frames, state.params,
+                        keep=settings.policy_lag + 2)
+  learner = LearnerThread(
+      state, counters, make_sgd_step(network, learner_config), batch_size=config.batch_size,
+      frames_per_batch=config.batch_size * config.unroll_length * frames_per_step,
+      stop_rule=StopRule(config.max_frames, config.max_learner_steps, config.max_seconds),
+      published=published, checkpointer=checkpointer,
+      logger=metrics_lib.record_logger(workdir, 'learner', 'learner_steps', 'learner_frames',
+                                       tensorboard=tensorboard),
+      log_period_s=config.log_period_s, stop=stop)
+  eval_stop = threading.Event()  # set when training stops; cleared for the final evaluation
+  evaluator = _make_evaluator(config, workdir, network, published, eval_key, eval_stop,
+                              tensorboard, seed=actor_env_seed(config.seed, len(sizes), num_envs))
+  log_actor = metrics_lib.record_logger(workdir, 'actor_0', 'env_steps', 'frames')
+  log(f'[train_single] {config.network.kind} network ({parameter_count(state.params):,} '
+      f'parameters) on {device.platform}:{device.id}; {num_envs} envs in {len(sizes)} groups, '
+      f'observation {observation_shape}, unroll {config.unroll_length}, batch {config.batch_size}, '
+      f'{num_envs // config.batch_size} sgd steps per unroll, policy lag {settings.policy_lag} '
+      f'unroll(s)')
+
+  monitor = monitor_lib.RunMonitor(workdir, queue_size=1)
+  printer = metrics_lib.ProgressPrinter(settings.progress_period_s, print_fn=log)
+  start = time.time()
+  learner.start()
+  if evaluator is not None:
+    evaluator_thread = threading.Thread(target=evaluator.run, name='evaluator', daemon=True)
+    evaluator_thread.start()
+  window, last_log, steps_at_log = [], time.time(), 0
+  version, completed = counters.param_version, False
+  try:
+    unroll = 0
+    while not stop.is_set():
+      acted = published.wait_for(max(unroll - 1 - settings.policy_lag, -1), stop.is_set)
+      if acted is None:
+        break
+      version, _, params = acted
+      trajectory = actor.collect(params)
+      learner.unrolls.put((unroll, trajectory, version))
+      unroll += 1
+      window += actor.finished
+      if on_episodes is not None:
+        on_episodes(actor.env_steps, actor.finished)
+      now = time.time()
+      if now - last_log >= config.log_period_s:
+        _log_actor(log_actor, actor, window, version, now - last_log,
+                   actor.env_steps - steps_at_log, now - start, frames_per_step)
+        window, last_log, steps_at_log = [], now, actor.env_steps
+      monitor.poll()
+      printer.update(**monitor.progress_kwargs())
+    completed = True
+  finally:
+    stop.set()
+    learner.join()  # the learner saves a final checkpoint
+    _log_actor(log_actor, actor, window, version, max(time.time() - last_log, 1e-6),
+               actor.env_steps - steps_at_log, time.time() - start, frames_per_step, final=True)
+    actor.close()
+    if evaluator is not None:
+      eval_stop.set()
+      evaluator_thread.join()
+      if completed and learner.error is None:  # one last evaluation of the final parameters
+        eval_stop.clear()
+        evaluator.evaluate_once()
+    seconds = time.time() - start
+    monitor.poll()
+    log(monitor_lib.format_summary(monitor, seconds,
+                                   checkpoint_lib.latest_checkpoint(checkpointer.directory)))
+  if learner.error is not None:
+    raise learner.error
+  return TrainResult(learner.reason, counters.as_dict(), actor.env_steps, actor.episodes, seconds,
+                     jax.device_get(learner.state.params), network,
+                     evaluator.results if evaluator is not None else [])
+
+
+def _log_actor(log_actor, actor, window, version, span, steps, elapsed, frames_per_step, **extra):
+  timers = dict(actor.timers)
+  actor.timers = dict.fromkeys(timers, 0.0)
+  log_actor(dict(
+      actor_id=0, env_steps=actor.env_steps, frames=actor.env_steps * frames_per_step,
+      episodes=actor.episodes, window_episodes=len(window),
+      window_return_mean=float(np.mean(window)) if window else None,
+      frames_per_s=steps * frames_per_step / span, param_version=version, pid=os.getpid(),
+      elapsed_s=elapsed, **{f'timer/{k}': v for k, v in timers.items()},
+      **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra))
+
+
+class _FramesStamp:
+  """Evaluator params source: host params of the newest update, remembering their frames."""
+
+  def __init__(self, published: Published):
+    self._published = published
+    self.frames: dict[int, int] = {}
+
+  def __call__(self):
+    version, frames, params = self._published.latest()
+    self.frames[version] = frames
+    return version, jax.device_get(params)
+
+
+def _make_evaluator(config, workdir, network, published, rng_key, stop, tensorboard, seed):
+  if not config.evaluator.enabled:
+    return None
+  ev = config.evaluator
+  source = _FramesStamp(published)
+  log_eval = metrics_lib.record_logger(workdir, 'evaluator', 'param_version', 'frames',
+                                       tensorboard=tensorboard)
+  env = factory.make_env(config.env, ev.num_envs, seed=seed)
+  evaluator = Evaluator(
+      env, network, source, game=factory.game(config.env), rng_key=rng_key,
+      period_s=ev.period_s, num_episodes=ev.num_episodes, greedy=ev.greedy,
+      max_episode_steps=ev.max_episode_steps, should_stop=stop.is_set,
+      wait=lambda seconds: stop.wait(seconds),
+      logger=lambda record: log_eval(dict(record, frames=source.frames.get(record['param_version']))))
+  return evaluator
+
+
+# ------------------------------------------------------------------ command line
+class _Terminated(Exception):
+  """SIGTERM, raised in the main thread so that the run saves and exits like on Ctrl-C."""
+
+
+def main(argv) -> None:
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  if len(argv) > 1:
+    _exit_error(f'unexpected arguments {argv[1:]}.')
+  config = flags.FLAGS.config
+  workdir = flags.FLAGS.workdir
+  if config is None:
+    _exit_error('--config is required, e.g. --config=experiments/catch.py.')
+  if not workdir:
+    _exit_error('--workdir is required.')
+  try:
+    validate_config(config)
+  except ValueError as e:
+    _exit_error(f'invalid config: {e}')
+
+  logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)  # no 'rocm'/'tpu' INFO lines
+  stop = threading.Event()
+
+  def on_sigterm(signum, frame):
+    del signum, frame
+    raise _Terminated()
+
+  signal.signal(signal.SIGTERM, on_sigterm)
+  code = 0
+  try:
+    train(config, workdir, stop=stop)
+  except ValueError as e:  # e.g. a device that is not there (before anything is written)
+    _exit_error(str(e))
+  except KeyboardInterrupt:
+    print('[train_single] interrupted by the user; saved a final checkpoint.', flush=True)
+    code = 130
+  except _Terminated:
+    print('[train_single] terminated (SIGTERM); saved a final checkpoint.', flush=True)
+    code = 143
+  sys.exit(code)
+
+
+def _exit_error(message: str) -> None:
+  print(f'error: {message}', file=sys.stderr, flush=True)
+  sys.exit(2)
+
+
+if __name__ == '__main__':
+  from absl import app, flags  # pylint: disable=g-import-not-at-top
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+  config_flags.DEFINE_config_file('config', None,
+                                  'Experiment config file, e.g. experiments/catch.py[:arg].')
+  flags.DEFINE_string('workdir', None, 'Directory for checkpoints, metrics and TensorBoard events.')
+  app.run(main)

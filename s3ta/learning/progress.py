@@ -1,0 +1,46 @@
+"""Learner progress shared by both trainers: monotone counters and the stop rule.
+
+Pure Python (no JAX, TF or Reverb), so the distributed learner, the single-machine
+trainer and the launcher's summary all read the same names.
+"""
+
+import dataclasses
+from typing import Optional
+
+STOP_REASONS = ('max_frames', 'max_learner_steps', 'max_seconds', 'stop requested')
+
+
+class Counters:
+  """Monotone learner counters; saved in checkpoints and restored on resume."""
+
+  FIELDS = ('learner_steps', 'learner_frames', 'param_version', 'items_consumed', 'train_seconds')
+
+  def __init__(self, **values):
+    for name in self.FIELDS:
+      setattr(self, name, values.get(name, 0))
+
+  @classmethod
+  def from_checkpoint(cls, values: dict) -> 'Counters':
+    """Counters from a checkpoint's saved dict (unknown keys, e.g. newer fields, ignored)."""
+    return cls(**{k: v for k, v in values.items() if k in cls.FIELDS})
+
+  def as_dict(self) -> dict:
+    return {name: getattr(self, name) for name in self.FIELDS}
+
+
+@dataclasses.dataclass(frozen=True)
+class StopRule:
+  """When a run ends: the first limit reached (0 = no limit)."""
+  max_frames: int = 0
+  max_steps: int = 0
+  max_seconds: float = 0.0
+
+  def reason(self, counters: Counters, seconds: float) -> Optional[str]:
+    """The STOP_REASONS entry of the limit reached after `seconds` of this run, else None."""
+    if self.max_frames and counters.learner_frames >= self.max_frames:
+      return 'max_frames'
+    if self.max_steps and counters.learner_steps >= self.max_steps:
+      return 'max_learner_steps'
+    if self.max_seconds and seconds >= self.max_seconds:
+      return 'max_seconds'
+    return None

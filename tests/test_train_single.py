@@ -1,0 +1,144 @@
+"""The single-machine trainer end to end: workdir, resume, determinism, Atari backends, bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from experiments import atari_fast, catch
+from launch import train_single
+from s3ta.utils import checkpoint as checkpoint_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _tiny_catch(steps: int = 6):
+  config = catch.get_config('s3ta')
+  config.env.num_envs = 8
+  config.batch_size = 4  # 2 sgd steps per unroll of the 8 envs
+  config.unroll_length = 5
+  config.max_frames = 0
+  config.max_learner_steps = steps
+  config.log_period_s = 0.01
+  config.evaluator.num_episodes = 4
+  config.evaluator.num_envs = 4
+  config.single_machine.env_groups = 2
+  config.single_machine.policy_lag = 1
+  return config
+
+
+def _records(workdir):
+  with open(os.path.join(workdir, 'metrics.jsonl')) as f:
+    return [json.loads(line) for line in f]
+
+
+def test_catch_run_writes_the_workdir_and_resumes(tmp_path):
+  lines = []
+  result = train_single.train(_tiny_catch(6), str(tmp_path), log=lines.append)
+  assert result.reason == 'max_learner_steps'
+  # 8 envs x 5 steps per unroll = 2 batches of 4 x 5 frames: 3 unrolls for 6 steps.
+  assert result.counters['learner_steps'] == 6 and result.counters['learner_frames'] == 6 * 4 * 5
+  records = _records(tmp_path)
+  labels = {r['label'] for r in records}
+  assert labels == {'learner', 'actor_0', 'evaluator'}
+  final = [r for r in records if r['label'] == 'learner' and r.get('final')]
+  assert len(final) == 1 and final[0]['learner_steps'] == 6 and final[0]['stop_reason_code'] == 2
+  # Unroll i acts with the parameters after unroll i - 2 (version 2i - 2), and its two batches
+  # update versions 2i and 2i + 1: a lag of 2 and 3 once the first two unrolls (version 0) passed.
+  lags = [r['policy_lag_max'] for r in records if 'policy_lag_max' in r]
+  assert max(lags) == 3, lags
+  evaluations = [r for r in records if r['label'] == 'evaluator']
+  assert evaluations[-1]['param_version'] == 6 and evaluations[-1]['frames'] == 120
+  assert evaluations[-1]['episodes'] == 4
+  assert any('Run summary' in line for line in lines)
+  assert os.path.isdir(os.path.join(tmp_path, 'tensorboard', 'learner'))
+  path = checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(str(tmp_path)))
+  assert path.endswith('ckpt_6')
+
+  again = train_single.train(_tiny_catch(10), str(tmp_path), log=lines.append)
+  assert any('resumed from' in line and 'ckpt_6' in line for line in lines)
+  assert again.counters['learner_steps'] == 10 and again.counters['learner_frames'] == 200
+  assert again.counters['train_seconds'] > result.counters['train_seconds']
+
+
+def test_same_seed_same_run(tmp_path):
+  """The fixed policy lag makes a run independent of thread timing."""
+  a = train_single.train(_tiny_catch(6), str(tmp_path / 'a'), log=lambda line: None)
+  b = train_single.train(_tiny_catch(6), str(tmp_path / 'b'), log=lambda line: None)
+  for x, y in zip(*(jax_leaves(r.params) for r in (a, b))):
+    np.testing.assert_array_equal(x, y)
+
+
+def jax_leaves(tree):
+  import jax  # pylint: disable=g-import-not-at-top
+  return jax.tree_util.tree_leaves(tree)
+
+
+@pytest.mark.parametrize('backend', ['envpool', 'ale'])
+def test_atari_fast_baseline_runs_on_both_backends(tmp_path, backend):
+  config = atari_fast.get_config('')
+  config.env.backend = backend
+  config.env.num_envs = 2  # 4 environments in 2 groups
+  config.batch_size = 4
+  config.unroll_length = 4
+  config.network.nature_channels = (4, 8, 8)
+  config.network.nature_hidden = 16
+  config.max_frames = 0
+  config.max_seconds = 0.0
+  config.max_learner_steps = 3
+  config.evaluator.enabled = False
+  result = train_single.train(config, str(tmp_path), log=lambda line: None)
+  assert result.counters['learner_frames'] == 3 * 4 * 4 * 4  # steps x B x T x action repeat
+  actor = [r for r in _records(tmp_path) if r['label'] == 'actor_0'][-1]
+  assert actor['frames'] == actor['env_steps'] * 4
+
+
+def _cli(tmp_path, *args, timeout=120):
+  env = dict(os.environ, JAX_PLATFORMS='cpu')
+  return subprocess.run([sys.executable, '-m', 'launch.train_single', f'--workdir={tmp_path}',
+                         *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--config=experiments/catch.py', '--config.single_machine.device=gpu'],
+     "config.single_machine.device='gpu', but JAX sees no gpu"),
+    (['--config=experiments/catch.py', '--config.single_machine.device=cuda'],
+     "config.single_machine.device must be one of ('auto', 'cpu', 'gpu', 'tpu'), got 'cuda'"),
+    (['--config=experiments/atari_fast.py', '--config.env.backend=gym'],
+     "Unknown config.env.backend 'gym'; valid: ('envpool', 'ale')"),
+    (['--config=experiments/atari_fast.py', '--config.env.backend=ale', '--config.env.game=Pongg'],
+     "Unknown Atari game 'Pongg' for backend 'ale'; valid games"),
+    (['--config=experiments/catch.py', '--config.batch_size=5'],
+     'config.batch_size (5) must divide the number of environments (32'),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+  result = _cli(tmp_path, *args)
+  errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  assert result.returncode == 2 and len(errors) == 1 and message in errors[0], result.stderr[-3000:]
+  assert not os.path.exists(os.path.join(tmp_path, 'checkpoints'))
+
+
+def test_ctrl_c_saves_a_final_checkpoint_and_exits_130(tmp_path):
+  env = dict(os.environ, JAX_PLATFORMS='cpu')
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'launch.train_single', '--config=experiments/catch.py',
+       f'--workdir={tmp_path}', '--config.log_period_s=0.5', '--config.evaluator.enabled=False'],
+      cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  metrics = os.path.join(tmp_path, 'metrics.jsonl')
+  deadline = time.time() + 90
+  while time.time() < deadline and not (
+      os.path.exists(metrics) and any('"learner"' in line for line in open(metrics))):
+    time.sleep(0.5)
+  process.send_signal(signal.SIGINT)
+  output, _ = process.communicate(timeout=60)
+  assert process.returncode == 130, output[-3000:]
+  assert 'Run summary' in output and 'interrupted' in output
+  final = [r for r in _records(tmp_path) if r['label'] == 'learner' and r.get('final')]
+  assert final and final[-1]['stop_reason_code'] == 4  # 'stop requested'
+  path = checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(str(tmp_path)))
+  assert path.endswith(f'ckpt_{int(final[-1]["learner_steps"])}')
