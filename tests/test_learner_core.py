@@ -148,6 +148,9 @@ def test_learning_rate_anneals_linearly_to_zero_and_stays_there(setup):
   rates = [float(learning_rate(decayed, hp, jnp.int32(s))) for s in (0, 1, 2, 4, 9)]
   np.testing.assert_allclose(rates, [0.5, 0.375, 0.25, 0.0, 0.0], atol=1e-7)
   assert float(learning_rate(constant, hp, jnp.int32(10**6))) == 0.5
+  late = LearnerConfig(learning_rate=0.5, learning_rate_decay_steps=4, learning_rate_decay_begin=3)
+  rates = [float(learning_rate(late, hp, jnp.int32(s))) for s in (0, 3, 5, 7, 9)]
+  np.testing.assert_allclose(rates, [0.5, 0.5, 0.25, 0.0, 0.0], atol=1e-7)
   # In the step: the rate of step k is reported, and after the anneal parameters freeze.
   sgd_step = make_sgd_step(network, decayed)
   state = init_training_state(network, decayed, jax.random.PRNGKey(0))
@@ -165,6 +168,7 @@ def test_learning_rate_anneals_linearly_to_zero_and_stays_there(setup):
 @pytest.mark.parametrize('field,value,match', [
     ('grad_clip_mode', 'percentile', 'grad_clip_mode'),
     ('learning_rate_decay_steps', -1, 'learning_rate_decay_steps'),
+    ('learning_rate_decay_begin', -5, 'learning_rate_decay_begin'),
     ('learning_rate', 0.0, 'learning_rate'),
     ('discount', 1.5, 'discount'),
 ])

@@ -40,8 +40,10 @@ class LearnerConfig:
   """Fixed (compiled-in) learner settings; defaults are the paper's (App. A.1)."""
   learning_rate: float = 2e-4  # initial RMSProp learning rate
   # Linear anneal of the learning rate to 0 over this many sgd steps, as IMPALA (Espeholt
-  # et al. 2018, App. D) and S3TA trained; 0 keeps it constant.
+  # et al. 2018) and S3TA trained; 0 keeps it constant. The anneal starts at sgd step
+  # `learning_rate_decay_begin` (0: from the first step).
   learning_rate_decay_steps: int = 0
+  learning_rate_decay_begin: int = 0
   rmsprop_epsilon: float = 0.01  # inside the square root (TF semantics)
   rmsprop_decay: float = 0.99
   rmsprop_momentum: float = 0.0
@@ -66,9 +68,9 @@ class LearnerConfig:
       raise ValueError(f'discount must be in [0, 1], got {self.discount}.')
     if not 0 <= self.rmsprop_decay < 1:
       raise ValueError(f'rmsprop_decay must be in [0, 1), got {self.rmsprop_decay}.')
-    if self.learning_rate_decay_steps < 0:
-      raise ValueError('learning_rate_decay_steps must be >= 0 (0: constant), got '
-                       f'{self.learning_rate_decay_steps}.')
+    for name in ('learning_rate_decay_steps', 'learning_rate_decay_begin'):
+      if getattr(self, name) < 0:
+        raise ValueError(f'{name} must be >= 0, got {getattr(self, name)}.')
     if self.rmsprop_initial_scale < 0:
       raise ValueError(f'rmsprop_initial_scale must be >= 0, got {self.rmsprop_initial_scale}.')
 
@@ -85,7 +87,8 @@ def learning_rate(config: LearnerConfig, hyperparams: Hyperparams, steps) -> jax
   """The learning rate of sgd step `steps`: PBT's value, annealed linearly if configured."""
   if not config.learning_rate_decay_steps:
     return hyperparams.learning_rate
-  fraction = optax.linear_schedule(1.0, 0.0, config.learning_rate_decay_steps)(steps)
+  fraction = optax.linear_schedule(1.0, 0.0, config.learning_rate_decay_steps,
+                                   transition_begin=config.learning_rate_decay_begin)(steps)
   return hyperparams.learning_rate * fraction
 
 
