@@ -18,7 +18,8 @@ is logged. It reads the same configs and `--config.x=y` overrides as
 `metrics.jsonl` (labels learner, actor_0, evaluator), `tensorboard/` (when
 TensorFlow imports), a progress line every `single_machine.progress_period_s` and a
 summary. Exit status: 0 done, 1 failure, 2 bad config or device, 130 Ctrl-C, 143
-SIGTERM (both save a final checkpoint first).
+SIGTERM (both stop the loops at their next check and save a final checkpoint; a second
+signal exits at once without one).
 """
 
 import dataclasses
@@ -362,7 +363,8 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
     if evaluator is not None:
       eval_stop.set()
       evaluator_thread.join()
-      if completed and learner.error is None:  # one last evaluation of the final parameters
+      if completed and learner.error is None and learner.reason != 'stop requested':
+        # One last evaluation of the final parameters (not when asked to stop: exit promptly).
         eval_stop.clear()
         evaluator.evaluate_once()
     seconds = time.time() - start
@@ -419,8 +421,30 @@ def _make_evaluator(config, workdir, network, published, rng_key, stop, tensorbo
 
 
 # ------------------------------------------------------------------ command line
-class _Terminated(Exception):
-  """SIGTERM, raised in the main thread so that the run saves and exits like on Ctrl-C."""
+SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def _stop_on_signals(stop: threading.Event) -> list:
+  """Ctrl-C and SIGTERM set `stop`, so the run ends at its next check and saves.
+
+  A KeyboardInterrupt raised wherever the main thread happens to be can land inside
+  JAX's dispatch and leave a device buffer that never becomes ready (the run then
+  hangs), so the first signal only asks the loops to stop. A second one raises
+  KeyboardInterrupt at once (no final checkpoint). Returns the list the received
+  signal numbers are appended to.
+  """
+  received = []
+
+  def handler(signum, frame):
+    del frame
+    if received:
+      raise KeyboardInterrupt
+    received.append(signum)
+    stop.set()
+
+  for signum in SIGNAL_EXIT_CODES:
+    signal.signal(signum, handler)
+  return received
 
 
 def main(argv) -> None:
@@ -440,23 +464,19 @@ def main(argv) -> None:
 
   logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)  # no 'rocm'/'tpu' INFO lines
   stop = threading.Event()
-
-  def on_sigterm(signum, frame):
-    del signum, frame
-    raise _Terminated()
-
-  signal.signal(signal.SIGTERM, on_sigterm)
+  received = _stop_on_signals(stop)
   code = 0
   try:
     train(config, workdir, stop=stop)
   except ValueError as e:  # e.g. a device that is not there (before anything is written)
     _exit_error(str(e))
   except KeyboardInterrupt:
-    print('[train_single] interrupted by the user; saved a final checkpoint.', flush=True)
-    code = 130
-  except _Terminated:
-    print('[train_single] terminated (SIGTERM); saved a final checkpoint.', flush=True)
-    code = 143
+    print('[train_single] interrupted twice: stopped without a final checkpoint.', flush=True)
+    sys.exit(130)
+  if received:
+    name = {signal.SIGINT: 'interrupted by the user', signal.SIGTERM: 'terminated (SIGTERM)'}
+    print(f'[train_single] {name[received[0]]}; saved a final checkpoint.', flush=True)
+    code = SIGNAL_EXIT_CODES[received[0]]
   sys.exit(code)
 
 

@@ -142,3 +142,25 @@ def test_ctrl_c_saves_a_final_checkpoint_and_exits_130(tmp_path):
   assert final and final[-1]['stop_reason_code'] == 4  # 'stop requested'
   path = checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(str(tmp_path)))
   assert path.endswith(f'ckpt_{int(final[-1]["learner_steps"])}')
+
+
+@pytest.mark.parametrize('signum, code', [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_start_up_still_saves_and_exits(tmp_path, signum, code):
+  # Sent while the first jitted calls compile: it must not land inside JAX's dispatch (which
+  # could leave a buffer that never becomes ready and hang the run); the run stops at its
+  # next check, saves and exits with the signal's code.
+  env = dict(os.environ, JAX_PLATFORMS='cpu')
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'launch.train_single', '--config=experiments/catch.py',
+       f'--workdir={tmp_path}', '--config.evaluator.enabled=False'],
+      cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  first_line = process.stdout.readline()  # the device warning: set-up and compiling follow
+  time.sleep(1.0)
+  process.send_signal(signum)
+  output, _ = process.communicate(timeout=240)
+  output = first_line + output
+  assert process.returncode == code, output[-3000:]
+  assert 'Run summary' in output and 'saved a final checkpoint' in output, output[-3000:]
+  final = [r for r in _records(tmp_path) if r['label'] == 'learner' and r.get('final')]
+  assert final and final[-1]['stop_reason_code'] == 4, output[-3000:]  # 'stop requested'
+  assert checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(str(tmp_path)))
