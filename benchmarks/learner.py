@@ -6,6 +6,8 @@ actions, unroll 50, batch 32. Frames count emulator frames (agent steps x action
 repeat 4), as IMPALA does.
 
   python benchmarks/learner.py [--batch_size=32] [--unroll_length=50] [--dtype=bfloat16]
+  python benchmarks/learner.py --kind=nature --observation_shape=84,84,4 --num_actions=6 \
+      --batch_size=16 --unroll_length=20   # the fast baseline (experiments/atari_fast.py)
 """
 
 import argparse
@@ -73,11 +75,24 @@ def main():
   parser.add_argument('--unroll_length', type=int, default=50)
   parser.add_argument('--steps', type=int, default=5, help='timed steps after the first')
   parser.add_argument('--dtype', default='float32', choices=['float32', 'bfloat16'])
+  parser.add_argument('--observation_shape', default='210,160,3',
+                      help='H,W,C of the frames: 210,160,3 (RGB) or 84,84,4 (gray, 4 stacked)')
+  parser.add_argument('--num_actions', type=int, default=18)
   args = parser.parse_args()
   for name in ('batch_size', 'unroll_length', 'steps'):
     if getattr(args, name) < 1:
       parser.error(f'--{name} must be >= 1, got {getattr(args, name)}')
-  print(json.dumps(run(args.kind, args.batch_size, args.unroll_length, args.steps, args.dtype)))
+  try:
+    shape = tuple(int(x) for x in args.observation_shape.split(','))
+  except ValueError:
+    shape = ()
+  if len(shape) != 3 or min(shape) < 1:
+    parser.error(f'--observation_shape must be three positive integers H,W,C, got '
+                 f'{args.observation_shape!r}')
+  if args.num_actions < 1:
+    parser.error(f'--num_actions must be >= 1, got {args.num_actions}')
+  print(json.dumps(run(args.kind, args.batch_size, args.unroll_length, args.steps, args.dtype,
+                       observation_shape=shape, num_actions=args.num_actions)))
 
 
 if __name__ == '__main__':
