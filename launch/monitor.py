@@ -65,14 +65,13 @@ class RunMonitor:
     """Totals right now: frames, learner steps, episodes, mean return, queue fill, lag."""
     actors = self.actors()
     learner = self.latest.get('learner', {})
-    windows = []  # the newest windows that hold the last `return_window` episodes
+    count, total = 0, 0.0  # over the newest windows that hold the last `return_window` episodes
     for n, m in reversed(self._returns):
       if m is not None and n:
-        windows.append((n, m))
-        if sum(k for k, _ in windows) >= self.return_window:
+        count, total = count + n, total + n * m
+        if count >= self.return_window:
           break
-    count = sum(n for n, _ in windows)
-    mean_return = sum(n * m for n, m in windows) / count if count else None
+    mean_return = total / count if count else None
     queue = learner.get('queue_size')
     return dict(
         frames=int(sum(a.get('frames', 0) for a in actors)),

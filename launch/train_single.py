@@ -395,12 +395,16 @@ class _FramesStamp:
 
   def __init__(self, published: Published):
     self._published = published
-    self.frames: dict[int, int] = {}
+    self.version_frames = (None, None)  # (param version, learner frames) last handed out
 
   def __call__(self):
     version, frames, params = self._published.latest()
-    self.frames[version] = frames
+    self.version_frames = (version, frames)
     return version, jax.device_get(params)
+
+  def frames(self, version: int):
+    """Learner frames of `version` if it is the one last handed out (it is, per evaluation)."""
+    return self.version_frames[1] if self.version_frames[0] == version else None
 
 
 def _make_evaluator(config, workdir, network, published, rng_key, stop, tensorboard, seed):
@@ -416,7 +420,7 @@ def _make_evaluator(config, workdir, network, published, rng_key, stop, tensorbo
       period_s=ev.period_s, num_episodes=ev.num_episodes, greedy=ev.greedy,
       max_episode_steps=ev.max_episode_steps, should_stop=stop.is_set,
       wait=lambda seconds: stop.wait(seconds),
-      logger=lambda record: log_eval(dict(record, frames=source.frames.get(record['param_version']))))
+      logger=lambda record: log_eval(dict(record, frames=source.frames(record['param_version']))))
   return evaluator
 
 

@@ -177,6 +177,8 @@ def slice_batches(trajectory: Trajectory, batch_size: int) -> list[Trajectory]:
   if num_envs % batch_size:
     raise ValueError(f'batch_size ({batch_size}) must divide the number of environments '
                      f'({num_envs}).')
+  if num_envs == batch_size:
+    return [trajectory]  # no device copies on the learner's path
   batches = []
   for start in range(0, num_envs, batch_size):
     columns = slice(start, start + batch_size)
