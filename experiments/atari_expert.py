@@ -53,6 +53,8 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
 
   config.learner = ml_collections.ConfigDict()  # passed to LearnerConfig.from_dict (A.1)
   config.learner.learning_rate = 2e-4  # RMSProp learning rate
+  config.learner.learning_rate_decay_steps = 0  # learner steps of linear anneal to 0 (0: constant)
+  config.learner.learning_rate_decay_begin = 0  # learner step where the anneal starts
   config.learner.rmsprop_epsilon = 0.01  # RMSProp epsilon (inside the square root)
   config.learner.rmsprop_decay = 0.99  # RMSProp decay
   config.learner.rmsprop_momentum = 0.0  # RMSProp momentum

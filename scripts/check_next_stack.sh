@@ -2,7 +2,7 @@
 # Runs the pure-JAX core tests (pytest marker `core`) on current JAX/Flax, in ./.venv-next
 # (Python >= 3.11, created or reused here), so the core stays runnable on machines that only
 # have the newer stack. rlax does not import there (TFP breaks on JAX 0.11); the core then
-# uses its V-trace stand-in (s3ta/learning/vtrace_standin.py) and says so in one line.
+# uses its V-trace stand-in (s3ta/learning/rlax_standin.py) and says so in one line.
 # Usage: bash scripts/check_next_stack.sh [extra pytest args, e.g. -x or -k losses]
 # A test module joins by declaring `pytestmark = pytest.mark.core` (it must then import
 # nothing from TF, Reverb, Launchpad or EnvPool).

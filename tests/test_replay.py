@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import s3ta  # noqa: F401
-from s3ta.learning.types import Trajectory
+from s3ta.types import Trajectory
 from s3ta.networks import AgentState, make_network
 from s3ta.replay import queue as replay
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from s3ta.acting.actor_core import agent_input, make_select_action
 from s3ta.envs.base import EnvStep, EpisodeTracker
-from s3ta.learning.types import Trajectory
+from s3ta.types import Trajectory
 
 RECORD_FIELDS = ('observation', 'prev_action', 'prev_reward', 'is_first', 'action',
                  'behaviour_logits', 'env_reward', 'env_discount')

@@ -11,7 +11,7 @@ from typing import Any, Optional
 import jax
 import numpy as np
 
-from s3ta.learning.types import Trajectory
+from s3ta.types import Trajectory
 
 STEP_FIELDS = tuple(f for f in Trajectory._fields if f != 'initial_state')
 

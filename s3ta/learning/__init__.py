@@ -4,4 +4,4 @@ from s3ta.learning.learner_core import (GRAD_CLIP_MODES, Hyperparams, LearnerCon
                                         init_training_state, make_optimizer, make_sgd_step,
                                         trajectory_loss)
 from s3ta.learning.losses import impala_loss
-from s3ta.learning.types import Trajectory
+from s3ta.types import Trajectory

@@ -20,7 +20,7 @@ import numpy as np
 
 from s3ta.learning.learner_core import LearnerConfig, init_training_state, make_sgd_step
 from s3ta.learning.progress import STOP_REASONS, Counters, StopRule
-from s3ta.learning.types import Trajectory
+from s3ta.types import Trajectory
 from s3ta.replay import queue as replay
 
 

@@ -8,12 +8,13 @@ distributed) that call it.
 import dataclasses
 from typing import Any, Callable, NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
 
 from s3ta.learning import losses, optimizer
-from s3ta.learning.types import Trajectory
+from s3ta.types import Trajectory
 from s3ta.networks import AgentInput, Network
 from s3ta.utils import dataclass_config
 
@@ -112,6 +113,12 @@ def init_training_state(network: Network, config: LearnerConfig, rng: jax.Array)
 def trajectory_loss(params, network: Network, config: LearnerConfig, batch: Trajectory,
                     entropy_cost) -> tuple[jax.Array, dict]:
   """Unrolls the network over a [T+1, B] batch and returns `impala_loss` on it."""
+  steps = [batch.prev_action, batch.prev_reward, batch.is_first, batch.action, batch.reward,
+           batch.discount]
+  chex.assert_rank(steps, 2)
+  chex.assert_equal_shape(steps + [batch.observation[..., 0, 0, 0], batch.behaviour_logits[..., 0]])
+  chex.assert_type([batch.observation, batch.action, batch.reward, batch.discount],
+                   [jnp.uint8, int, float, float])
   inputs = AgentInput(batch.observation, batch.prev_action, batch.prev_reward, batch.is_first)
   outputs, _ = network.unroll(params, inputs, batch.initial_state)
   rewards = jnp.clip(batch.reward[:-1], -config.max_abs_reward, config.max_abs_reward)

@@ -1,8 +1,11 @@
-"""The IMPALA loss: V-trace policy gradient, baseline and entropy terms (rlax).
+"""The IMPALA loss: V-trace policy gradient, baseline and entropy terms, built from rlax.
 
 Time-major, summed over time and batch, as in Espeholt et al. (2018).
 """
 
+import functools
+
+import chex
 import jax
 import jax.numpy as jnp
 from s3ta.utils import rlax_import  # rlax, or its V-trace stand-in where rlax does not import
@@ -30,30 +33,35 @@ def impala_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
     entropy = sum(pi * log pi) (the negative entropy). Targets and advantages carry no
     gradient.
   """
-  log_pi = jax.nn.log_softmax(logits)
-  log_pi_a = jnp.take_along_axis(log_pi, actions[..., None], axis=-1)[..., 0]
-  log_mu_a = jnp.take_along_axis(jax.nn.log_softmax(behaviour_logits), actions[..., None],
-                                 axis=-1)[..., 0]
-  rhos = jax.lax.stop_gradient(jnp.exp(log_pi_a - log_mu_a))
+  time, batch = actions.shape
+  chex.assert_shape([logits, behaviour_logits], (time, batch, None))
+  chex.assert_shape(values, (time + 1, batch))
+  chex.assert_shape([rewards, discounts], (time, batch))
+  chex.assert_type([logits, values, behaviour_logits, rewards, discounts], float)
+  chex.assert_type(actions, int)
+  rlax = rlax_import.rlax
+  per_unroll = functools.partial(jax.vmap, in_axes=1)  # rlax works on one [T] sequence
 
-  vtrace = jax.vmap(
-      lambda v_tm1, v_t, r_t, d_t, rho: rlax_import.rlax.vtrace_td_error_and_advantage(
-          v_tm1, v_t, r_t, d_t, rho, lambda_=lambda_, clip_rho_threshold=clip_rho,
-          clip_pg_rho_threshold=clip_pg_rho, stop_target_gradients=True),
-      in_axes=1, out_axes=1)
+  rhos = jax.lax.stop_gradient(
+      rlax.categorical_importance_sampling_ratios(logits, behaviour_logits, actions))
+  vtrace = per_unroll(functools.partial(
+      rlax.vtrace_td_error_and_advantage, lambda_=lambda_, clip_rho_threshold=clip_rho,
+      clip_pg_rho_threshold=clip_pg_rho, stop_target_gradients=True), out_axes=1)
   out = vtrace(values[:-1], values[1:], rewards, discounts, rhos)
   td_errors = out.errors  # v_s - V(x_s), target side already stop-gradient
-  pg_advantage = jax.lax.stop_gradient(out.pg_advantage)
 
-  pg_loss = -jnp.sum(pg_advantage * log_pi_a)
+  # rlax averages over time; IMPALA sums over time and batch, hence `time *` and the sums.
+  ones = jnp.ones_like(rewards)
+  pg_loss = time * jnp.sum(per_unroll(rlax.policy_gradient_loss)(
+      logits, actions, out.pg_advantage, ones))  # advantages stop-gradient inside
   baseline_loss = 0.5 * jnp.sum(jnp.square(td_errors))
-  entropy_loss = jnp.sum(jnp.exp(log_pi) * log_pi)
+  entropy_loss = time * jnp.sum(per_unroll(rlax.entropy_loss)(logits, ones))  # sum pi log pi
   loss = pg_loss + baseline_cost * baseline_loss + entropy_cost * entropy_loss
   metrics = {
       'loss': loss,
       'pg_loss': pg_loss,
       'baseline_loss': baseline_loss,
-      'entropy': -entropy_loss / (logits.shape[0] * logits.shape[1]),  # mean per-step entropy
+      'entropy': -entropy_loss / (time * batch),  # mean per-step entropy
       'mean_rho': jnp.mean(rhos),
       'mean_value': jnp.mean(values[:-1]),
   }

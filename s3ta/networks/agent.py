@@ -10,6 +10,7 @@ import dataclasses
 import math
 from typing import Any, NamedTuple, Optional, Sequence
 
+import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -340,6 +341,9 @@ class AgentModule(nn.Module):
   def __call__(self, inputs: AgentInput, state: AgentState, attention_threshold=0.0):
     cfg = self.config
     time, batch = inputs.observation.shape[:2]
+    chex.assert_shape(inputs.observation, (time, batch) + tuple(self.observation_shape))
+    chex.assert_shape([inputs.prev_action, inputs.prev_reward, inputs.is_first], (time, batch))
+    chex.assert_type([inputs.prev_action, inputs.prev_reward], [int, float])
     frames = inputs.observation.reshape((time * batch,) + inputs.observation.shape[2:])
     if cfg.kind in ATTENTION_KINDS:
       features = ConvTorso(cfg, name='torso')(frames)

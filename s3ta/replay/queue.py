@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 import jax
 import numpy as np
 
-from s3ta.learning.types import Trajectory
+from s3ta.types import Trajectory
 
 TABLE_NAME = 'trajectories'
 ITEM_EXTRA_FIELDS = ('param_version', 'meta')

@@ -7,8 +7,8 @@ TF from `sys.modules` for the duration of the import and restore it afterwards.
 This holds inside Launchpad nodes too, where TF is always imported first.
 
 Where rlax does not import at all (newer JAX, where TFP or distrax break), `rlax`
-here is `s3ta.learning.vtrace_standin`, a pure-JAX V-trace with rlax 0.1.7's
-semantics (the only rlax function the losses use), and `USING_STANDIN` is True;
+here is `s3ta.learning.rlax_standin`, pure-JAX versions of the four rlax functions
+the loss uses, with rlax 0.1.7's semantics, and `USING_STANDIN` is True;
 one warning line says so and why. Use `rlax_import.rlax` at call time rather than
 binding it at import time inside `s3ta.learning`: loading the stand-in imports
 `s3ta.learning`, whose modules would otherwise see this module half-initialised.
@@ -33,7 +33,7 @@ finally:
 del _tensorflow
 
 if USING_STANDIN:
-  from s3ta.learning import vtrace_standin as rlax  # pylint: disable=g-import-not-at-top
+  from s3ta.learning import rlax_standin as rlax  # pylint: disable=g-import-not-at-top
   logging.getLogger('s3ta').warning(
-      'rlax could not be imported (%s); using s3ta.learning.vtrace_standin, a pure-JAX V-trace '
+      'rlax could not be imported (%s); using s3ta.learning.rlax_standin, pure-JAX stand-ins '
       'tested equal to rlax 0.1.7.', STANDIN_REASON)

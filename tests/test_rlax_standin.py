@@ -4,6 +4,7 @@ The rlax comparisons run only where rlax imports (the pinned stack); elsewhere t
 skip and the hand-computed checks still run.
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from s3ta.learning import vtrace_standin
+from s3ta.learning import rlax_standin
 from s3ta.utils import rlax_import
 
 pytestmark = pytest.mark.core
@@ -38,9 +39,9 @@ def test_a_failing_rlax_import_falls_back_to_the_standin_with_one_warning_line()
             raise RuntimeError('TFP refused\\nsecond line')
       sys.meta_path.insert(0, BrokenRlax())
       import numpy as np
-      from s3ta.learning import impala_loss, vtrace_standin
+      from s3ta.learning import impala_loss, rlax_standin
       from s3ta.utils import rlax_import
-      assert rlax_import.USING_STANDIN and rlax_import.rlax is vtrace_standin
+      assert rlax_import.USING_STANDIN and rlax_import.rlax is rlax_standin
       loss, _ = impala_loss(np.zeros((3, 1, 2), np.float32),
                             np.array([[0.5], [1.0], [2.0], [3.0]], np.float32),
                             np.array([[0], [1], [0]], np.int32), np.zeros((3, 1, 2), np.float32),
@@ -54,7 +55,7 @@ def test_a_failing_rlax_import_falls_back_to_the_standin_with_one_warning_line()
   assert float(result.stdout) == pytest.approx(3.639130, rel=1e-5)
   lines = [line for line in result.stderr.splitlines() if 'rlax' in line]
   assert lines == ['rlax could not be imported (RuntimeError: TFP refused); using '
-                      's3ta.learning.vtrace_standin, a pure-JAX V-trace tested equal to rlax 0.1.7.']
+                      's3ta.learning.rlax_standin, pure-JAX stand-ins tested equal to rlax 0.1.7.']
 
 
 def test_off_policy_values_by_hand():
@@ -63,7 +64,7 @@ def test_off_policy_values_by_hand():
   # v_1 - V_1 = 0.68; v_0 - V_0 = 1.8 + 0.9 * min(1, 1.6) * 0.68 = 2.412.
   # q_0 = 1 + 0.9 * v_1 = 1 + 0.9 * 2.68 = 3.412; q_1 = 1 + 0.9 * 3 = 3.7.
   # pg advantage: [1 * (3.412 - 1), 0.4 * (3.7 - 2)] = [2.412, 0.68].
-  out = vtrace_standin.vtrace_td_error_and_advantage(
+  out = rlax_standin.vtrace_td_error_and_advantage(
       jnp.array([1.0, 2.0]), jnp.array([2.0, 3.0]), jnp.ones(2), jnp.full(2, 0.9),
       jnp.array([1.6, 0.4]))
   np.testing.assert_allclose(out.errors, [2.412, 0.68], rtol=1e-6)
@@ -78,7 +79,7 @@ def test_lambda_terminal_and_pg_clip_by_hand():
   # errors (c = lambda * min(1, rho) = 0.5): e_2 = 5; e_1 = 1 + 0 = 1; e_0 = 4 + 0.5 * 1 = 4.5.
   # q_0 = 1 + (0.5 * (1 + 1) + 0.5 * 1) = 2.5; q_1 = 2 + 0 = 2; q_2 = 3 + 4 = 7.
   # pg advantage (rho unclipped): [3 * (2.5 - 0), 2 - 1, 7 - 2] = [7.5, 1, 5].
-  out = vtrace_standin.vtrace_td_error_and_advantage(
+  out = rlax_standin.vtrace_td_error_and_advantage(
       jnp.array([0.0, 1.0, 2.0]), jnp.array([1.0, 2.0, 4.0]), jnp.array([1.0, 2.0, 3.0]),
       jnp.array([1.0, 0.0, 1.0]), jnp.array([3.0, 1.0, 1.0]), lambda_=0.5,
       clip_rho_threshold=2.0, clip_pg_rho_threshold=np.inf)
@@ -92,7 +93,7 @@ def test_stop_target_gradients():
   ones = jnp.ones(2)
 
   def sum_errors(v, stop):
-    return jnp.sum(vtrace_standin.vtrace_td_error_and_advantage(
+    return jnp.sum(rlax_standin.vtrace_td_error_and_advantage(
         v, v_t, ones, ones, ones, stop_target_gradients=stop).errors)
 
   # Stopped targets: d/dV sum(v_s - V_s) = -1 per step.
@@ -112,7 +113,7 @@ def test_bad_shapes_are_value_errors(bad, message):
               rho_tm1=jnp.ones(3), lambda_=1.0)
   args.update(bad)
   with pytest.raises(ValueError, match=message):
-    vtrace_standin.vtrace_td_error_and_advantage(**args)
+    rlax_standin.vtrace_td_error_and_advantage(**args)
 
 
 def random_inputs(seed: int, time: int, batch: int = 4):
@@ -152,7 +153,7 @@ SETTINGS = [
 @pytest.mark.parametrize('settings', SETTINGS, ids=lambda s: '-'.join(map(str, s.values())))
 def test_outputs_equal_rlax(settings, seed, time, use_jit):
   inputs = random_inputs(seed, time)
-  ours = batched(vtrace_standin.vtrace_td_error_and_advantage, use_jit, **settings)(**inputs)
+  ours = batched(rlax_standin.vtrace_td_error_and_advantage, use_jit, **settings)(**inputs)
   theirs = batched(rlax_import.rlax.vtrace_td_error_and_advantage, use_jit, **settings)(**inputs)
   for field in ('errors', 'pg_advantage', 'q_estimate'):
     assert getattr(ours, field).shape == (time, 4)
@@ -165,7 +166,7 @@ def test_outputs_equal_rlax(settings, seed, time, use_jit):
 def test_vector_lambda_equals_rlax(time):
   inputs = {k: v[:, 0] for k, v in random_inputs(7, time).items()}
   lambda_ = jnp.linspace(0.5, 1.0, time)
-  ours = vtrace_standin.vtrace_td_error_and_advantage(**inputs, lambda_=lambda_)
+  ours = rlax_standin.vtrace_td_error_and_advantage(**inputs, lambda_=lambda_)
   theirs = rlax_import.rlax.vtrace_td_error_and_advantage(**inputs, lambda_=lambda_)
   for field in ('errors', 'pg_advantage', 'q_estimate'):
     np.testing.assert_allclose(getattr(ours, field), getattr(theirs, field), err_msg=field, **TOL)
@@ -187,7 +188,60 @@ def test_value_gradients_equal_rlax(settings, seed, time, stop_target_gradients)
       return sum(jnp.sum(w * x) for w, x in zip(weights, out))
     return jax.jit(jax.grad(f))
 
-  ours = objective(vtrace_standin.vtrace_td_error_and_advantage)(inputs['v_tm1'])
+  ours = objective(rlax_standin.vtrace_td_error_and_advantage)(inputs['v_tm1'])
   theirs = objective(rlax_import.rlax.vtrace_td_error_and_advantage)(inputs['v_tm1'])
   np.testing.assert_allclose(ours, theirs, **TOL)
   assert np.all(np.asarray(ours) != 0)
+
+
+def random_policy_inputs(seed: int, time: int, num_actions: int = 5):
+  rng = np.random.default_rng(seed)
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  return dict(pi=f32(rng.normal(scale=2.0, size=(time, num_actions))),
+              mu=f32(rng.normal(scale=2.0, size=(time, num_actions))),
+              actions=jnp.asarray(rng.integers(0, num_actions, size=time), jnp.int32),
+              adv=f32(rng.normal(size=time)), weights=f32(rng.random(time)))
+
+
+def test_policy_functions_by_hand():
+  # T=2, 2 actions: pi = [0.8, 0.2] then [0.5, 0.5]; mu uniform; actions 0 then 1.
+  pi = jnp.log(jnp.array([[0.8, 0.2], [0.5, 0.5]], jnp.float32))
+  mu = jnp.zeros((2, 2), jnp.float32)
+  actions = jnp.array([0, 1], jnp.int32)
+  ratios = rlax_standin.categorical_importance_sampling_ratios(pi, mu, actions)
+  np.testing.assert_allclose(ratios, [1.6, 1.0], **TOL)
+  pg = rlax_standin.policy_gradient_loss(pi, actions, jnp.array([2.0, -1.0]), jnp.array([1.0, 0.5]))
+  np.testing.assert_allclose(pg, -(2.0 * np.log(0.8) - 0.5 * np.log(0.5)) / 2, **TOL)
+  entropy = rlax_standin.entropy_loss(pi, jnp.ones(2))
+  h0 = -(0.8 * np.log(0.8) + 0.2 * np.log(0.2))
+  np.testing.assert_allclose(entropy, -(h0 + np.log(2)) / 2, **TOL)
+
+
+@pytest.mark.parametrize('fn, args', [
+    (rlax_standin.policy_gradient_loss, (jnp.zeros((3, 2, 4)), jnp.zeros(3, int), jnp.zeros(3),
+                                         jnp.ones(3))),
+    (rlax_standin.entropy_loss, (jnp.zeros((3, 4)), jnp.ones((3, 1)))),
+])
+def test_policy_functions_reject_wrong_ranks(fn, args):
+  with pytest.raises(ValueError, match='must have rank'):
+    fn(*args)
+
+
+@needs_rlax
+@pytest.mark.parametrize('use_jit', [True, False], ids=['jit', 'nojit'])
+@pytest.mark.parametrize('time', [1, 5, 50])
+@pytest.mark.parametrize('seed', [0, 1, 2])
+def test_policy_functions_and_their_gradients_equal_rlax(seed, time, use_jit):
+  x = random_policy_inputs(seed, time)
+  maybe_jit = jax.jit if use_jit else (lambda f: f)
+  for name, call in [
+      ('categorical_importance_sampling_ratios', lambda m, pi: m(pi, x['mu'], x['actions'])),
+      ('policy_gradient_loss', lambda m, pi: m(pi, x['actions'], x['adv'], x['weights'])),
+      ('entropy_loss', lambda m, pi: m(pi, x['weights'])),
+  ]:
+    ours, theirs = (maybe_jit(functools.partial(call, getattr(module, name)))
+                    for module in (rlax_standin, rlax_import.rlax))
+    np.testing.assert_allclose(ours(x['pi']), theirs(x['pi']), err_msg=name, **TOL)
+    scalar = lambda f: lambda pi: jnp.sum(jnp.sin(f(pi)))  # a non-trivial weighting of outputs
+    np.testing.assert_allclose(jax.grad(scalar(ours))(x['pi']), jax.grad(scalar(theirs))(x['pi']),
+                               err_msg=f'{name} gradient', **TOL)

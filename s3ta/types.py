@@ -1,4 +1,4 @@
-"""Data that flows from actors to the learner."""
+"""Data types shared across roles (acting, replay, learning): the bottom layer, importing nothing from s3ta."""
 
 from typing import Any, NamedTuple
 

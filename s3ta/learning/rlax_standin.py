@@ -1,10 +1,11 @@
-"""A pure-JAX V-trace for stacks where rlax does not import (rlax -> distrax -> TFP).
+"""Pure-JAX stand-ins for the rlax functions the IMPALA loss uses, for stacks where rlax does not import.
 
 `s3ta.utils.rlax_import` uses this module in place of rlax when rlax fails to import
-(e.g. on JAX 0.11, where TFP breaks). It provides the one rlax function the losses
-use, `vtrace_td_error_and_advantage`, with rlax 0.1.7's semantics and arithmetic
-order, so results agree to float rounding (tests/test_vtrace_standin.py compares
-them on the pinned stack). V-trace: Espeholt et al. (2018), eq. 1 and §4.2.
+(e.g. on JAX 0.11, where rlax -> distrax -> TFP breaks). It provides
+`vtrace_td_error_and_advantage`, `categorical_importance_sampling_ratios`,
+`policy_gradient_loss` and `entropy_loss` with rlax 0.1.7's semantics and arithmetic
+order, so results agree to float rounding (tests/test_rlax_standin.py compares them
+on the pinned stack). V-trace: Espeholt et al. (2018), eq. 1 and §4.2.
 """
 
 from typing import Any, NamedTuple
@@ -84,3 +85,39 @@ def vtrace_td_error_and_advantage(v_tm1: jax.Array, v_t: jax.Array, r_t: jax.Arr
   q_estimate = r_t + discount_t * q_bootstrap
   pg_advantage = jnp.minimum(clip_pg_rho_threshold, rho_tm1) * (q_estimate - v_tm1)
   return VTraceOutput(errors=errors, pg_advantage=pg_advantage, q_estimate=q_estimate)
+
+
+def categorical_importance_sampling_ratios(pi_logits_t: jax.Array, mu_logits_t: jax.Array,
+                                           a_t: jax.Array) -> jax.Array:
+  """pi(a_t) / mu(a_t) for categorical policies given by logits [..., A]; actions [...]."""
+  log_pi_a = _log_prob(pi_logits_t, a_t)
+  log_mu_a = _log_prob(mu_logits_t, a_t)
+  return jnp.exp(log_pi_a - log_mu_a)
+
+
+def policy_gradient_loss(logits_t: jax.Array, a_t: jax.Array, adv_t: jax.Array, w_t: jax.Array,
+                         use_stop_gradient: bool = True) -> jax.Array:
+  """mean_t(-log pi(a_t) * adv_t * w_t) for one sequence: logits [T, A], the rest [T]."""
+  _check_ranks({'logits_t': (logits_t, 2), 'a_t': (a_t, 1), 'adv_t': (adv_t, 1), 'w_t': (w_t, 1)})
+  adv_t = jax.lax.select(use_stop_gradient, jax.lax.stop_gradient(adv_t), adv_t)
+  return jnp.mean(-_log_prob(logits_t, a_t) * adv_t * w_t)
+
+
+def entropy_loss(logits_t: jax.Array, w_t: jax.Array) -> jax.Array:
+  """-mean_t(H(pi_t) * w_t) for one sequence: logits [T, A], weights [T]."""
+  _check_ranks({'logits_t': (logits_t, 2), 'w_t': (w_t, 1)})
+  entropy = -jnp.nansum(jax.nn.softmax(logits_t) * jax.nn.log_softmax(logits_t), axis=-1)
+  return -jnp.mean(entropy * w_t)
+
+
+def _log_prob(logits: jax.Array, actions: jax.Array) -> jax.Array:
+  """log softmax(logits)[action], by a one-hot sum as rlax/distrax compute it."""
+  one_hot = jax.nn.one_hot(actions, logits.shape[-1], dtype=logits.dtype)
+  return jnp.sum(jax.nn.log_softmax(logits) * one_hot, axis=-1)
+
+
+def _check_ranks(arrays: dict) -> None:
+  """Raises ValueError naming the first argument whose rank is not the expected one."""
+  for name, (array, rank) in arrays.items():
+    if jnp.ndim(array) != rank:
+      raise ValueError(f'{name} must have rank {rank}, got shape {jnp.shape(array)}.')
