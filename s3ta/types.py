@@ -2,6 +2,10 @@
 
 from typing import Any, NamedTuple
 
+# Learner hyperparameters that may change between sgd steps without recompiling (what PBT
+# evolves). All but `entropy_cost` live in the optimizer state (s3ta/learning/learner_core.py).
+HYPERPARAM_NAMES = ('learning_rate', 'entropy_cost', 'rmsprop_epsilon', 'grad_clip')
+
 
 class Trajectory(NamedTuple):
   """An unroll of T + 1 steps of B environments, time-major [T + 1, B, ...].

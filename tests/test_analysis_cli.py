@@ -101,9 +101,8 @@ def test_inject_and_hard_attention(tmp_path, capsys):
 def _save_checkpoint(directory, num_actions, step):
   config = NetworkConfig(**rollout.SMALL_NETWORK)
   params = rollout.random_params(make_network(config, num_actions, rollout.ATARI_OBSERVATION_SHAPE), seed=2)
-  state = learner_core.TrainingState(params, learner_core.make_optimizer(
-      learner_core.LearnerConfig(), learner_core.LearnerConfig().initial_hyperparams()).init(params),
-                                     learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(0))
+  state = learner_core.TrainingState(params, learner_core.make_optimizer(learner_core.LearnerConfig()).init(params),
+                                     jnp.float32(0.01), jnp.int32(0))
   checkpoint_lib.save(directory, step, state, network_config=config)
 
 
@@ -173,9 +172,8 @@ def test_attention_command_rejects_a_network_without_attention(tmp_path, capsys)
   config = NetworkConfig(kind='resnet', resnet_channels=(4, 4, 4), resnet_blocks=1, resnet_hidden=16)
   network = make_network(config, 6, rollout.ATARI_OBSERVATION_SHAPE)
   params = rollout.random_params(network)
-  state = learner_core.TrainingState(params, learner_core.make_optimizer(
-      learner_core.LearnerConfig(), learner_core.LearnerConfig().initial_hyperparams()).init(params),
-                                     learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(0))
+  state = learner_core.TrainingState(params, learner_core.make_optimizer(learner_core.LearnerConfig()).init(params),
+                                     jnp.float32(0.01), jnp.int32(0))
   checkpoint_lib.save(str(tmp_path), 2, state, network_config=config)
   assert cli.main(['attention-stats', f'--checkpoint={tmp_path}', f'--out={tmp_path}/out']) == 2
   err = capsys.readouterr().err
@@ -208,9 +206,8 @@ def test_checkpoint_of_a_gray_84x84_run_plays_its_own_game_and_frames(tmp_path, 
   config = NetworkConfig(**rollout.SMALL_NETWORK)
   network = make_network(config, 4, (84, 84, 1))
   params = rollout.random_params(network)
-  state = learner_core.TrainingState(params, learner_core.make_optimizer(
-      learner_core.LearnerConfig(), learner_core.LearnerConfig().initial_hyperparams()).init(params),
-                                     learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(0))
+  state = learner_core.TrainingState(params, learner_core.make_optimizer(learner_core.LearnerConfig()).init(params),
+                                     jnp.float32(0.01), jnp.int32(0))
   experiment = {'env': {'game': 'Breakout', 'light_observation': True, 'full_action_space': False}}
   checkpoint_lib.save(str(tmp_path / 'checkpoints'), 5, state, network_config=config, config=experiment)
   _run(['attention-video', f'--checkpoint={tmp_path}', f'--out={tmp_path}/out', '--steps=2', '--scale=2'],

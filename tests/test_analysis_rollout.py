@@ -86,9 +86,8 @@ def test_hard_attention_threshold_zero_is_soft_and_one_is_argmax(runner_and_reco
 def _save_training_state(directory, config, num_actions):
   network = make_network(config, num_actions, rollout.ATARI_OBSERVATION_SHAPE)
   params = rollout.random_params(network, seed=5)
-  state = learner_core.TrainingState(params, learner_core.make_optimizer(
-      learner_core.LearnerConfig(), learner_core.LearnerConfig().initial_hyperparams()).init(params),
-                                     learner_core.LearnerConfig().initial_hyperparams(), jnp.int32(7))
+  state = learner_core.TrainingState(params, learner_core.make_optimizer(learner_core.LearnerConfig()).init(params),
+                                     jnp.float32(0.01), jnp.int32(7))
   checkpoint_lib.save(checkpoint_lib.checkpoint_dir(directory), 7, state, network_config=config)
   return params
 

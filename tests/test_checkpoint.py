@@ -146,15 +146,16 @@ def test_checkpointer_interval_and_restore_latest(tmp_path):
     assert json.load(f)['config'] == {'seed': 1}
 
 
-def test_an_older_format_is_refused_naming_both_versions(tmp_path):
+@pytest.mark.parametrize('old', ['s3ta-checkpoint-v1', 's3ta-checkpoint-v2'])
+def test_an_older_format_is_refused_naming_both_versions(tmp_path, old):
   state = _state()
   path = checkpoint.save(str(tmp_path), 3, state)
   metadata_path = os.path.join(path, checkpoint.METADATA_FILE)
   with open(metadata_path) as f:
     metadata = json.load(f)
-  metadata['format'] = 's3ta-checkpoint-v1'
+  metadata['format'] = old
   with open(metadata_path, 'w') as f:
     json.dump(metadata, f)
-  with pytest.raises(ValueError, match=r"format 's3ta-checkpoint-v1'; this version reads "
-                                       r"'s3ta-checkpoint-v2' only \(the optimizer state"):
+  with pytest.raises(ValueError, match=rf"format '{old}'; this version reads "
+                                       r"'s3ta-checkpoint-v3' only \(the hyperparameters moved"):
     checkpoint.restore(path, state)

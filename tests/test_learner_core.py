@@ -5,9 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from s3ta.learning import (Hyperparams, LearnerConfig, Trajectory, init_training_state,
-                           make_optimizer, make_sgd_step)
-from s3ta.learning.learner_core import learning_rate
+from s3ta.learning import (HYPERPARAM_NAMES, LearnerConfig, Trajectory, get_hyperparams,
+                           init_training_state, make_optimizer, make_sgd_step, set_hyperparams)
 from s3ta.learning.optimizer import rmsprop
 from s3ta.networks import make_network
 
@@ -66,10 +65,15 @@ def test_gradients_are_clipped_before_rmsprop():
 
 def test_optimizer_follows_the_learner_config():
   config = LearnerConfig(rmsprop_initial_scale=1.0, rmsprop_momentum=0.5)
-  state = make_optimizer(config, config.initial_hyperparams()).init({'w': jnp.zeros(3)})
-  leaves = jax.tree_util.tree_leaves(state)
+  state = make_optimizer(config).init({'w': jnp.zeros(3)})
+  leaves = jax.tree_util.tree_leaves(state.inner_state)
   np.testing.assert_array_equal(leaves[0], np.ones(3))  # the mean square starts at 1 (TF1)
   np.testing.assert_array_equal(leaves[1], np.zeros(3))  # the momentum trace at 0
+  # The injected hyperparameters, float32, under the optimizer's names.
+  assert {k: float(v) for k, v in state.hyperparams.items()} == pytest.approx(
+      {'learning_rate': config.learning_rate, 'epsilon': config.rmsprop_epsilon,
+       'grad_clip': config.grad_clip, 'learning_rate_scale': 1.0})
+  assert all(v.dtype == jnp.float32 for v in state.hyperparams.values())
 
 
 def make_batch(network, time=5, batch=4, seed=0):
@@ -120,13 +124,18 @@ def test_hyperparameters_change_without_recompiling(setup):
   batch = make_batch(network)
   state, _ = sgd_step(state, batch)
   compiled = sgd_step._cache_size()
-  frozen = state._replace(hyperparams=Hyperparams(jnp.float32(0.0), jnp.float32(0.5),
-                                                  jnp.float32(0.1), jnp.float32(1.0)))
+  values = {'learning_rate': 0.0, 'entropy_cost': 0.5, 'rmsprop_epsilon': 0.1, 'grad_clip': 1.0}
+  frozen = set_hyperparams(state, values)
+  assert {k: float(v) for k, v in get_hyperparams(frozen).items()} == pytest.approx(values)
+  assert tuple(get_hyperparams(frozen)) == HYPERPARAM_NAMES
   after, _ = sgd_step(frozen, batch)
   assert sgd_step._cache_size() == compiled
   # Learning rate 0: parameters do not move.
   for a, b in zip(jax.tree_util.tree_leaves(frozen.params), jax.tree_util.tree_leaves(after.params)):
     np.testing.assert_array_equal(a, b)
+  assert float(get_hyperparams(after)['entropy_cost']) == 0.5  # carried through the step
+  with pytest.raises(ValueError, match=r"Unknown hyperparameter name\(s\) \['momentum'\]"):
+    set_hyperparams(state, {'momentum': 0.9})
 
 
 def test_rewards_are_clipped_before_vtrace(setup):
@@ -142,15 +151,24 @@ def test_rewards_are_clipped_before_vtrace(setup):
 
 def test_learning_rate_anneals_linearly_to_zero_and_stays_there(setup):
   network, _, _ = setup
-  hp = LearnerConfig(learning_rate=0.5).initial_hyperparams()
-  constant = LearnerConfig(learning_rate=0.5)
+
+  def rates(config, steps):
+    """The step size of each of `steps` optimizer updates (gradient 1, no clipping, no RMS)."""
+    opt = make_optimizer(config)
+    params = {'w': jnp.zeros(1)}
+    state, out = opt.init(params), []
+    for _ in range(steps):
+      _, state = opt.update({'w': jnp.ones(1)}, state, params)
+      out.append(float(state.hyperparams['learning_rate'] * state.hyperparams['learning_rate_scale']))
+    return out
+
+  base = dict(learning_rate=0.5, grad_clip_mode='none')
+  np.testing.assert_allclose(rates(LearnerConfig(**base, learning_rate_decay_steps=4), 6),
+                             [0.5, 0.375, 0.25, 0.125, 0.0, 0.0], atol=1e-7)
+  np.testing.assert_allclose(rates(LearnerConfig(**base), 3), [0.5] * 3)
+  late = LearnerConfig(**base, learning_rate_decay_steps=4, learning_rate_decay_begin=3)
+  np.testing.assert_allclose(rates(late, 9), [0.5] * 4 + [0.375, 0.25, 0.125, 0.0, 0.0], atol=1e-7)
   decayed = LearnerConfig(learning_rate=0.5, learning_rate_decay_steps=4)
-  rates = [float(learning_rate(decayed, hp, jnp.int32(s))) for s in (0, 1, 2, 4, 9)]
-  np.testing.assert_allclose(rates, [0.5, 0.375, 0.25, 0.0, 0.0], atol=1e-7)
-  assert float(learning_rate(constant, hp, jnp.int32(10**6))) == 0.5
-  late = LearnerConfig(learning_rate=0.5, learning_rate_decay_steps=4, learning_rate_decay_begin=3)
-  rates = [float(learning_rate(late, hp, jnp.int32(s))) for s in (0, 3, 5, 7, 9)]
-  np.testing.assert_allclose(rates, [0.5, 0.5, 0.25, 0.0, 0.0], atol=1e-7)
   # In the step: the rate of step k is reported, and after the anneal parameters freeze.
   sgd_step = make_sgd_step(network, decayed)
   state = init_training_state(network, decayed, jax.random.PRNGKey(0))

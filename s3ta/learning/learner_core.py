@@ -6,7 +6,7 @@ distributed) that call it.
 """
 
 import dataclasses
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import chex
 import jax
@@ -14,25 +14,22 @@ import jax.numpy as jnp
 import optax
 
 from s3ta.learning import losses, optimizer
-from s3ta.types import Trajectory
+from s3ta.types import HYPERPARAM_NAMES, Trajectory
 from s3ta.networks import AgentInput, Network
 from s3ta.utils import dataclass_config
 
 GRAD_CLIP_MODES = optimizer.CLIP_MODES
 
 
-class Hyperparams(NamedTuple):
-  """Hyperparameters PBT may change between steps (float32 scalars, not constants)."""
-  learning_rate: Any
-  entropy_cost: Any
-  rmsprop_epsilon: Any
-  grad_clip: Any
+# Where the optimizer keeps HYPERPARAM_NAMES in `opt_state.hyperparams` (its own names).
+_OPTIMIZER_NAMES = {'learning_rate': 'learning_rate', 'rmsprop_epsilon': 'epsilon',
+                    'grad_clip': 'grad_clip'}
 
 
 class TrainingState(NamedTuple):
   params: Any
-  opt_state: Any  # the optax chain's state (s3ta/learning/optimizer.py)
-  hyperparams: Hyperparams
+  opt_state: Any  # optax.InjectHyperparamsState of optimizer.injected_rmsprop
+  entropy_cost: Any  # float32 scalar (a loss weight, not an optimizer setting)
   steps: Any  # int32 scalar, number of sgd steps taken
 
 
@@ -79,35 +76,54 @@ class LearnerConfig:
   def from_dict(cls, values: Any) -> 'LearnerConfig':
     return dataclass_config.from_dict(cls, values, 'learner')
 
-  def initial_hyperparams(self) -> Hyperparams:
-    return Hyperparams(*(jnp.float32(v) for v in (self.learning_rate, self.entropy_cost,
-                                                  self.rmsprop_epsilon, self.grad_clip)))
 
 
-def learning_rate(config: LearnerConfig, hyperparams: Hyperparams, steps) -> jax.Array:
-  """The learning rate of sgd step `steps`: PBT's value, annealed linearly if configured."""
-  if not config.learning_rate_decay_steps:
-    return hyperparams.learning_rate
-  fraction = optax.linear_schedule(1.0, 0.0, config.learning_rate_decay_steps,
-                                   transition_begin=config.learning_rate_decay_begin)(steps)
-  return hyperparams.learning_rate * fraction
-
-
-def make_optimizer(config: LearnerConfig, hyperparams: Hyperparams,
-                   steps=0) -> optax.GradientTransformation:
-  """The optax chain of `config` with `hyperparams`' (possibly traced) values."""
-  return optimizer.rmsprop(
-      learning_rate=learning_rate(config, hyperparams, steps), epsilon=hyperparams.rmsprop_epsilon,
-      decay=config.rmsprop_decay, momentum=config.rmsprop_momentum,
-      initial_scale=config.rmsprop_initial_scale, grad_clip=hyperparams.grad_clip,
+def make_optimizer(config: LearnerConfig) -> optax.GradientTransformation:
+  """The optax transform of `config`: injected TF1 RMSProp with the configured anneal."""
+  if config.learning_rate_decay_steps:
+    scale = optax.linear_schedule(1.0, 0.0, config.learning_rate_decay_steps,
+                                  transition_begin=config.learning_rate_decay_begin)
+  else:
+    scale = optax.constant_schedule(1.0)
+  return optimizer.injected_rmsprop(
+      learning_rate=config.learning_rate, epsilon=config.rmsprop_epsilon,
+      grad_clip=config.grad_clip, learning_rate_scale=scale, decay=config.rmsprop_decay,
+      momentum=config.rmsprop_momentum, initial_scale=config.rmsprop_initial_scale,
       clip_mode=config.grad_clip_mode)
 
 
 def init_training_state(network: Network, config: LearnerConfig, rng: jax.Array) -> TrainingState:
   params = network.init(rng)
-  hyperparams = config.initial_hyperparams()
-  return TrainingState(params, make_optimizer(config, hyperparams).init(params), hyperparams,
-                       jnp.int32(0))
+  return TrainingState(params, make_optimizer(config).init(params),
+                       jnp.float32(config.entropy_cost), jnp.int32(0))
+
+
+def get_hyperparams(state: TrainingState) -> dict:
+  """{name: float32 scalar} for HYPERPARAM_NAMES, read from `state`."""
+  values = {name: state.opt_state.hyperparams[key] for name, key in _OPTIMIZER_NAMES.items()}
+  values['entropy_cost'] = state.entropy_cost
+  return {name: values[name] for name in HYPERPARAM_NAMES}
+
+
+def set_hyperparams(state: TrainingState, values: Mapping[str, float]) -> TrainingState:
+  """`state` with the named hyperparameters replaced (same dtype and device; no recompile)."""
+  unknown = sorted(set(values) - set(HYPERPARAM_NAMES))
+  if unknown:
+    raise ValueError(f'Unknown hyperparameter name(s) {unknown}; valid: {list(HYPERPARAM_NAMES)}.')
+
+  def like(current, value):  # same dtype, device and committedness: jit sees the same types
+    new = jnp.asarray(value, current.dtype)
+    return jax.device_put(new, current.sharding) if current.committed else new
+
+  injected = dict(state.opt_state.hyperparams)
+  for name, key in _OPTIMIZER_NAMES.items():
+    if name in values:
+      injected[key] = like(injected[key], values[name])
+  entropy_cost = state.entropy_cost
+  if 'entropy_cost' in values:
+    entropy_cost = like(entropy_cost, values['entropy_cost'])
+  return state._replace(opt_state=state.opt_state._replace(hyperparams=injected),
+                        entropy_cost=entropy_cost)
 
 
 def trajectory_loss(params, network: Network, config: LearnerConfig, batch: Trajectory,
@@ -133,15 +149,16 @@ def make_sgd_step(network: Network, config: LearnerConfig,
                   jit: bool = True) -> Callable[[TrainingState, Trajectory], tuple[TrainingState, dict]]:
   """Returns the pure `sgd_step(state, batch) -> (state, metrics)` (jitted by default)."""
 
+  optimizer_ = make_optimizer(config)
+
   def sgd_step(state: TrainingState, batch: Trajectory) -> tuple[TrainingState, dict]:
-    hp = state.hyperparams
     grad_fn = jax.grad(trajectory_loss, has_aux=True)
-    grads, metrics = grad_fn(state.params, network, config, batch, hp.entropy_cost)
+    grads, metrics = grad_fn(state.params, network, config, batch, state.entropy_cost)
     metrics['grad_norm'] = optax.global_norm(grads)  # before clipping
-    metrics['learning_rate'] = learning_rate(config, hp, state.steps)
-    updates, opt_state = make_optimizer(config, hp, state.steps).update(grads, state.opt_state,
-                                                                         state.params)
+    updates, opt_state = optimizer_.update(grads, state.opt_state, state.params)
+    injected = opt_state.hyperparams  # the values this update used
+    metrics['learning_rate'] = injected['learning_rate'] * injected['learning_rate_scale']
     params = optax.apply_updates(state.params, updates)
-    return TrainingState(params, opt_state, hp, state.steps + 1), metrics
+    return TrainingState(params, opt_state, state.entropy_cost, state.steps + 1), metrics
 
   return jax.jit(sgd_step) if jit else sgd_step

@@ -1,26 +1,35 @@
-"""The learner's optimizer: TF1's RMSProp as an optax chain, its hyperparameters as data.
+"""The learner's optimizer: TF1's RMSProp as one optax transform with injected hyperparameters.
 
 IMPALA and S3TA were tuned with TensorFlow 1's `RMSPropOptimizer`:
 `ms <- decay * ms + (1 - decay) * g^2`, `update = -lr * g / sqrt(ms + eps)` (epsilon
 inside the square root: optax's `eps_in_sqrt=True`) with `ms` initialised to 1.0
 (optax's `initial_scale`; optax and Keras start at 0). Clipping comes first:
-element-wise (the paper's [-1280, 1280]) or by global norm. optax does all of it.
+element-wise (the paper's [-1280, 1280]) or by global norm.
 
-Learning rate, epsilon and the clip threshold may be traced values: the learner
-builds this chain inside its jitted step from `TrainingState.hyperparams` (what
-`optax.inject_hyperparams` does, with the values kept where PBT reads and writes
-them), so changing them never recompiles.
+`optax.inject_hyperparams` keeps the learning rate, epsilon and clip threshold in
+`opt_state.hyperparams`, where PBT reads and writes them without recompiling; the
+learning-rate anneal is an injected schedule (`learning_rate_scale`) driven by the
+optimizer's own step count.
 """
 
+from typing import Callable
+
+import jax.numpy as jnp
 import optax
 
 CLIP_MODES = ('element', 'global_norm', 'none')
+# Compiled-in arguments of `rmsprop`; the others are injected (opt_state.hyperparams).
+STATIC_ARGS = ('decay', 'momentum', 'initial_scale', 'clip_mode')
 
 
-def rmsprop(*, learning_rate, epsilon, decay: float, momentum: float = 0.0,
-            initial_scale: float = 1.0, grad_clip=None,
-            clip_mode: str = 'element') -> optax.GradientTransformation:
-  """Clipping (by `clip_mode`), then TF1 RMSProp with optional momentum, as one transform."""
+def rmsprop(learning_rate, epsilon, grad_clip=None, *, decay: float, momentum: float = 0.0,
+            initial_scale: float = 1.0, clip_mode: str = 'element',
+            learning_rate_scale=1.0) -> optax.GradientTransformation:
+  """Clipping (by `clip_mode`), then TF1 RMSProp with optional momentum, as one chain.
+
+  The step is `learning_rate * learning_rate_scale`; `grad_clip` is ignored when
+  `clip_mode` is 'none'.
+  """
   if clip_mode not in CLIP_MODES:
     raise ValueError(f'Unknown grad_clip_mode {clip_mode!r}; valid: {CLIP_MODES}.')
   clip = {'element': optax.clip, 'global_norm': optax.clip_by_global_norm}.get(clip_mode)
@@ -29,5 +38,20 @@ def rmsprop(*, learning_rate, epsilon, decay: float, momentum: float = 0.0,
                                   eps_in_sqrt=True))
   if momentum:
     parts.append(optax.trace(decay=momentum))
-  parts.append(optax.scale_by_learning_rate(learning_rate))
+  parts.append(optax.scale_by_learning_rate(learning_rate * learning_rate_scale))
   return optax.chain(*parts)
+
+
+def injected_rmsprop(*, learning_rate: float, epsilon: float, grad_clip: float,
+                     learning_rate_scale: Callable, **static) -> optax.GradientTransformation:
+  """`rmsprop` under `optax.inject_hyperparams` (float32 hyperparameters).
+
+  `learning_rate_scale` is a schedule of the optimizer step (e.g. a linear anneal);
+  `static` holds the STATIC_ARGS.
+  """
+  unknown = sorted(set(static) - set(STATIC_ARGS))
+  if unknown:
+    raise TypeError(f'Unknown static argument(s) {unknown}; valid: {list(STATIC_ARGS)}.')
+  return optax.inject_hyperparams(rmsprop, static_args=STATIC_ARGS, hyperparam_dtype=jnp.float32)(
+      learning_rate=learning_rate, epsilon=epsilon, grad_clip=grad_clip,
+      learning_rate_scale=learning_rate_scale, **static)

@@ -8,10 +8,9 @@ Fitness is the mean capped human-normalised score in the units of
 import dataclasses
 from typing import Any, Mapping
 
+from s3ta.types import HYPERPARAM_NAMES  # what PBT can evolve
 from s3ta.utils import dataclass_config
 
-# Hyperparameters PBT can evolve: the fields of s3ta.learning.learner_core.Hyperparams.
-HYPERPARAM_NAMES = ('learning_rate', 'entropy_cost', 'rmsprop_epsilon', 'grad_clip')
 EXPLOIT_STRATEGIES = ('impala', 'truncation')
 
 # Default clipping bounds of explored values (inclusive); wide around the paper's values.

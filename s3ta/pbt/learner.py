@@ -22,17 +22,15 @@ import time
 from typing import Mapping, Optional
 
 import jax
-import jax.numpy as jnp
 
 from s3ta.learning.learner import Learner
-from s3ta.learning.learner_core import Hyperparams
-from s3ta.pbt.config import HYPERPARAM_NAMES
+from s3ta.learning import learner_core
 from s3ta.pbt import wire
 from s3ta.pbt.fitness import FitnessTracker, Normalizer
 
 
-def hyperparams_to_dict(hyperparams: Hyperparams) -> dict:
-  return {name: float(getattr(hyperparams, name)) for name in Hyperparams._fields}
+def hyperparams_to_dict(state: learner_core.TrainingState) -> dict:
+  return {name: float(value) for name, value in learner_core.get_hyperparams(state).items()}
 
 
 class PBTLearner(Learner):
@@ -53,15 +51,6 @@ class PBTLearner(Learner):
     self._pbt_paused = threading.Event()
     self._pbt_state_treedef = None
     self.pbt_changes = 0
-
-  def _hyperparams(self, values: Mapping[str, float]) -> Hyperparams:
-    unknown = sorted(set(values) - set(HYPERPARAM_NAMES))
-    if unknown:
-      raise ValueError(f'Unknown hyperparameter name(s) {unknown}; valid: {list(HYPERPARAM_NAMES)}.')
-    current = self._state.hyperparams
-    return Hyperparams(*(
-        jax.device_put(jnp.asarray(values[name], getattr(current, name).dtype), self.device)
-        if name in values else getattr(current, name) for name in Hyperparams._fields))
 
   def step_on_batch(self, data: dict) -> dict:
     while self._pbt_paused.is_set() and not self._should_stop():
@@ -114,18 +103,18 @@ class PBTLearner(Learner):
   def get_fitness(self) -> dict:
     with self._pbt_lock:
       summary = self._pbt_fitness.summary(self.counters.learner_frames)
-      summary['hyperparams'] = hyperparams_to_dict(self._state.hyperparams)
+      summary['hyperparams'] = hyperparams_to_dict(self._state)
       summary['learner_steps'] = int(self.counters.learner_steps)
       summary['done'] = self._pbt_done.is_set()
       return summary
 
   def get_hyperparams(self) -> dict:
     with self._pbt_lock:
-      return hyperparams_to_dict(self._state.hyperparams)
+      return hyperparams_to_dict(self._state)
 
   def set_hyperparams(self, hyperparams: Mapping[str, float]) -> None:
     with self._pbt_lock:
-      self._state = self._state._replace(hyperparams=self._hyperparams(hyperparams))
+      self._state = learner_core.set_hyperparams(self._state, hyperparams)
       self.pbt_changes += 1
 
   def get_state(self) -> dict:
@@ -144,8 +133,9 @@ class PBTLearner(Learner):
     state = wire.decode_state(state)
     with self._pbt_lock:
       put = lambda tree: jax.device_put(tree, self.device)
-      self._state = self._state._replace(params=put(state['params']), opt_state=put(state['opt_state']),
-                                         hyperparams=self._hyperparams(hyperparams))
+      self._state = learner_core.set_hyperparams(
+          self._state._replace(params=put(state['params']), opt_state=put(state['opt_state'])),
+          hyperparams)
       self.counters.param_version += 1
       self._pbt_fitness.reset()
       self.pbt_changes += 1

@@ -4,7 +4,7 @@ Layout: `<directory>/ckpt_<step>/` (directory is usually `<workdir>/checkpoints`
 holds
 
 - `state.msgpack`: {leaf path: array} of the state pytree, e.g. a TrainingState
-  (params, opt_state, hyperparams, steps), flattened with `jax.tree_util`
+  (params, opt_state, entropy_cost, steps), flattened with `jax.tree_util`
   key paths ('.params['core']['w']') and written with `flax.serialization`;
 - `metadata.json`: step, wall time, counters (frames, episodes, ...), the
   experiment config, the network config, and the path/shape/dtype of every leaf.
@@ -34,9 +34,12 @@ from flax import serialization
 PREFIX = 'ckpt_'
 STATE_FILE = 'state.msgpack'
 METADATA_FILE = 'metadata.json'
-FORMAT = 's3ta-checkpoint-v2'
+FORMAT = 's3ta-checkpoint-v3'
 # What changed in each format, for the message that refuses an older checkpoint.
-FORMAT_CHANGES = {'s3ta-checkpoint-v2': 'the optimizer state became optax\'s TF1 RMSProp chain'}
+FORMAT_CHANGES = {
+    's3ta-checkpoint-v2': 'the optimizer state became optax\'s TF1 RMSProp chain',
+    's3ta-checkpoint-v3': 'the hyperparameters moved into the optimizer state (optax.inject_hyperparams)',
+}
 _CKPT_RE = re.compile(re.escape(PREFIX) + r'(\d+)$')
 
 
