@@ -11,7 +11,6 @@ import json
 import os
 from typing import Optional
 
-import numpy as np
 
 from s3ta.utils import metrics
 
@@ -142,8 +141,3 @@ def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]
   lines.append(f'  checkpoint         {checkpoint or "none"}')
   lines.append('=' * 72)
   return '\n'.join(lines)
-
-
-def mean_or_none(values) -> Optional[float]:
-  values = [v for v in values if v is not None]
-  return float(np.mean(values)) if values else None

@@ -26,8 +26,6 @@ import numpy as np
 
 from s3ta.utils import metrics as metrics_lib
 
-LABELS = ('replay', 'learner', 'actor', 'evaluator')
-
 # Environment variables of node processes that should not see an accelerator.
 CPU_NODE_ENV = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': '', 'TF_CPP_MIN_LOG_LEVEL': '2'}
 

@@ -8,8 +8,6 @@ from typing import Sequence
 
 from s3ta.envs.atari import ATARI_GAMES
 
-FULL_ACTION_SPACE = 18
-
 # The 57 games of the Atari-57 benchmark (Mnih et al. 2015 + Badia et al. 2020 set).
 ATARI_57 = ATARI_GAMES
 
@@ -45,7 +43,3 @@ def assign_games(num_actors: int, games: Sequence[str]) -> list:
   if num_actors < len(games):
     raise ValueError(f'{num_actors} actors cannot cover {len(games)} games; use at least one actor per game.')
   return [games[i % len(games)] for i in range(num_actors)]
-
-
-def envpool_task_id(game: str) -> str:
-  return f'{game}-v5'
