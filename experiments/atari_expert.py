@@ -65,6 +65,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.learner.max_abs_reward = 1.0  # rewards clipped to [-1, 1]
   config.learner.grad_clip = 1280.0  # gradient clip threshold
   config.learner.grad_clip_mode = 'element'  # element-wise clipping to [-1280, 1280]
+  config.learner.max_nonfinite_in_a_row = 10  # halt after this many NaN/Inf updates (each skipped)
 
   config.unroll_length = 50  # T: items hold T + 1 steps (one-step overlap)
   config.batch_size = 32  # B: trajectories per learner step

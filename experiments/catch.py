@@ -66,6 +66,7 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.learner.discount = 0.99
   config.learner.grad_clip = 1280.0  # element-wise, as in the paper
   config.learner.grad_clip_mode = 'element'
+  config.learner.max_nonfinite_in_a_row = 10  # halt after this many NaN/Inf updates (each skipped)
 
   config.unroll_length = 10  # T: each learner batch is [T + 1, batch_size]
   config.batch_size = 32  # B

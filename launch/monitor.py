@@ -104,6 +104,12 @@ class RunMonitor:
       return None
     return float(sum((f1 - f0) / max(t1 - t0, 1e-9) for t0, f0, t1, f1 in spans))
 
+  def stop_reason(self) -> Optional[str]:
+    """The learner's STOP_REASONS entry from its final record, or None."""
+    from s3ta.learning.progress import STOP_REASONS  # pylint: disable=g-import-not-at-top
+    code = int((self.final_learner_record() or {}).get('stop_reason_code') or 0)
+    return STOP_REASONS[code - 1] if 0 < code <= len(STOP_REASONS) else None
+
   def progress_kwargs(self) -> dict:
     s = self.snapshot()
     return dict(frames=s['frames'], learner_steps=s['learner_steps'], episodes=s['episodes'],
@@ -112,11 +118,8 @@ class RunMonitor:
 
 
 def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]) -> str:
-  from s3ta.learning.progress import STOP_REASONS  # pylint: disable=g-import-not-at-top
   s = monitor.snapshot()
-  final = monitor.final_learner_record() or {}
-  code = int(final.get('stop_reason_code') or 0)
-  reason = STOP_REASONS[code - 1] if 0 < code <= len(STOP_REASONS) else None
+  reason = monitor.stop_reason()
   lines = ['=' * 72, 'Run summary',
            f'  wall time          {wall_s:.1f} s',
            f'  stop reason        {reason or "unknown (no final learner record)"}',

@@ -166,6 +166,10 @@ def run_local(config, workdir: str) -> int:
     print('[launch] the learner did not finish cleanly; see its log in '
           f'{os.path.join(workdir, "logs")}.', file=sys.stderr, flush=True)
     return 1
+  if monitor.stop_reason() == 'non-finite':
+    print(f'[launch] the learner halted on non-finite updates; see its log in '
+          f'{os.path.join(workdir, "logs")}.', file=sys.stderr, flush=True)
+    return 1
   return 0
 
 

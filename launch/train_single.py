@@ -44,7 +44,7 @@ from s3ta.acting.device_actor import DeviceActor, group_sizes, slice_batches
 from s3ta.acting.evaluator import Evaluator
 from s3ta.envs import factory
 from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step
-from s3ta.learning.progress import STOP_REASONS, Counters, StopRule
+from s3ta.learning.progress import STOP_REASONS, Counters, StopRule, nonfinite_halt_message
 from s3ta.networks import make_network, parameter_count
 from s3ta.utils import checkpoint as checkpoint_lib
 from s3ta.utils import metrics as metrics_lib
@@ -203,6 +203,9 @@ class LearnerThread(threading.Thread):
           self.reason = self._stop_rule.reason(c, time.time() - start)
           if self.reason:
             break
+        if self.reason is None:  # one scalar per unroll: skipped (non-finite) updates in a row
+          self.reason = self._stop_rule.reason(self.counters, time.time() - start,
+                                               int(metrics['nonfinite_in_a_row']))
         self._published.publish(unroll, self.counters.param_version,
                                 self.counters.learner_frames, self.state.params)
         self.counters.train_seconds = seconds_at_start + time.time() - start
@@ -221,7 +224,10 @@ class LearnerThread(threading.Thread):
       self._stop_event.set()
       self.counters.train_seconds = seconds_at_start + time.time() - start
       if self.error is None:
-        self._checkpointer.save(self.counters.learner_steps, self.state, self.counters.as_dict())
+        saved = self._checkpointer.save(self.counters.learner_steps, self.state, self.counters.as_dict())
+        if self.reason == 'non-finite':  # the state is that of the last finite step
+          print(f'[train_single] {nonfinite_halt_message(self.counters, self._stop_rule.max_nonfinite_in_a_row, saved)}',
+                file=sys.stderr, flush=True)
       self._log(metrics, time.time() - last_log, self.counters.learner_steps - steps_at_log,
                 self.counters.learner_frames - frames_at_log, final=True,
                 stop_reason_code=STOP_REASONS.index(self.reason) + 1)
@@ -309,7 +315,8 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
   learner = LearnerThread(
       state, counters, make_sgd_step(network, learner_config), batch_size=config.batch_size,
       frames_per_batch=config.batch_size * config.unroll_length * frames_per_step,
-      stop_rule=StopRule(config.max_frames, config.max_learner_steps, config.max_seconds),
+      stop_rule=StopRule(config.max_frames, config.max_learner_steps, config.max_seconds,
+                         learner_config.max_nonfinite_in_a_row),
       published=published, checkpointer=checkpointer,
       logger=metrics_lib.record_logger(workdir, 'learner', 'learner_steps', 'learner_frames',
                                        tensorboard=tensorboard),
@@ -471,7 +478,7 @@ def main(argv) -> None:
   received = _stop_on_signals(stop)
   code = 0
   try:
-    train(config, workdir, stop=stop)
+    result = train(config, workdir, stop=stop)
   except ValueError as e:  # e.g. a device that is not there (before anything is written)
     _exit_error(str(e))
   except KeyboardInterrupt:
@@ -481,6 +488,8 @@ def main(argv) -> None:
     name = {signal.SIGINT: 'interrupted by the user', signal.SIGTERM: 'terminated (SIGTERM)'}
     print(f'[train_single] {name[received[0]]}; saved a final checkpoint.', flush=True)
     code = SIGNAL_EXIT_CODES[received[0]]
+  elif result.reason == 'non-finite':
+    code = 1
   sys.exit(code)
 
 

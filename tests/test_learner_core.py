@@ -66,7 +66,7 @@ def test_gradients_are_clipped_before_rmsprop():
 def test_optimizer_follows_the_learner_config():
   config = LearnerConfig(rmsprop_initial_scale=1.0, rmsprop_momentum=0.5)
   state = make_optimizer(config).init({'w': jnp.zeros(3)})
-  leaves = jax.tree_util.tree_leaves(state.inner_state)
+  leaves = jax.tree_util.tree_leaves(state.inner_state.inner_state)  # inside the finite guard
   np.testing.assert_array_equal(leaves[0], np.ones(3))  # the mean square starts at 1 (TF1)
   np.testing.assert_array_equal(leaves[1], np.zeros(3))  # the momentum trace at 0
   # The injected hyperparameters, float32, under the optimizer's names.
@@ -193,3 +193,32 @@ def test_learning_rate_anneals_linearly_to_zero_and_stays_there(setup):
 def test_bad_learner_config_is_rejected(field, value, match):
   with pytest.raises(ValueError, match=match):
     LearnerConfig.from_dict({field: value})
+
+
+def test_a_nonfinite_batch_is_skipped_and_counted(setup):
+  network, config, sgd_step = setup
+  state = init_training_state(network, config, jax.random.PRNGKey(0))
+  good = make_batch(network)
+  bad = good._replace(reward=np.full_like(good.reward, np.nan))
+  for k in (1, 2):
+    after, metrics = sgd_step(state if k == 1 else after, bad)
+    assert not np.isfinite(float(metrics['loss']))
+    assert int(metrics['nonfinite_in_a_row']) == k and int(metrics['nonfinite_steps']) == k
+  # Parameters and optimizer moments are untouched; the step counter still advances.
+  for a, b in zip(jax.tree_util.tree_leaves((state.params, state.opt_state.inner_state.inner_state)),
+                  jax.tree_util.tree_leaves((after.params, after.opt_state.inner_state.inner_state))):
+    np.testing.assert_array_equal(a, b)
+  assert int(after.steps) == 2
+  after, metrics = sgd_step(after, good)  # a finite step resets the run of bad ones
+  assert int(metrics['nonfinite_in_a_row']) == 0 and int(metrics['nonfinite_steps']) == 2
+  assert any(np.any(a != b) for a, b in zip(jax.tree_util.tree_leaves(state.params),
+                                            jax.tree_util.tree_leaves(after.params)))
+
+
+def test_the_stop_rule_halts_at_k_nonfinite_steps_in_a_row():
+  from s3ta.learning.progress import Counters, StopRule  # pylint: disable=g-import-not-at-top
+  rule = StopRule(max_frames=100, max_nonfinite_in_a_row=3)
+  counters = Counters(learner_frames=10)
+  assert [rule.reason(counters, 1.0, k) for k in (0, 2, 3, 7)] == [None, None, 'non-finite',
+                                                                   'non-finite']
+  assert StopRule(max_frames=100).reason(counters, 1.0, 50) is None  # 0: no limit

@@ -122,3 +122,15 @@ def test_exploit_over_real_courier_servers():
   finally:
     for server in servers:
       server.Stop()
+
+
+def test_the_distributed_learner_skips_and_counts_a_nonfinite_batch():
+  network, learner = make_learner(0)
+  before = learner.get_params()['params']
+  data = batch(network, 0)
+  data['reward'] = np.full_like(data['reward'], np.nan)  # (inf would be clipped to 1)
+  for k in (1, 2):
+    metrics = learner.step_on_batch(data)
+    assert metrics['nonfinite_in_a_row'] == k and metrics['nonfinite_steps'] == k
+  jax.tree_util.tree_map(np.testing.assert_array_equal, learner.get_params()['params'], before)
+  assert learner.counters.learner_steps == 2  # counted, not hidden

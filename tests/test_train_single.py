@@ -164,3 +164,23 @@ def test_a_signal_during_start_up_still_saves_and_exits(tmp_path, signum, code):
   final = [r for r in _records(tmp_path) if r['label'] == 'learner' and r.get('final')]
   assert final and final[-1]['stop_reason_code'] == 4, output[-3000:]  # 'stop requested'
   assert checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(str(tmp_path)))
+
+
+def test_a_diverged_run_halts_after_k_skipped_updates_and_keeps_the_last_finite_state(tmp_path):
+  # A learning rate of 1e30 sends the parameters to ~1e30 in the first step (still finite);
+  # every later step overflows to NaN/Inf and is skipped, so the run halts after K = 3.
+  result = _cli(tmp_path, '--config=experiments/catch.py', '--config.learner.learning_rate=1e30',
+                '--config.learner.max_nonfinite_in_a_row=3', '--config.evaluator.enabled=False',
+                timeout=300)
+  assert result.returncode == 1, result.stderr[-3000:]
+  halts = [line for line in result.stderr.splitlines() if 'halted: 3 sgd steps in a row' in line]
+  path = checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(str(tmp_path)))
+  assert len(halts) == 1 and f'Last good checkpoint: {path}.' in halts[0], result.stderr[-3000:]
+  final = [r for r in _records(tmp_path) if r['label'] == 'learner' and r.get('final')]
+  assert final[0]['stop_reason_code'] == 5  # 'non-finite'
+  assert final[0]['train/nonfinite_in_a_row'] == 3 and final[0]['learner_steps'] >= 4
+  from flax import serialization  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(path, checkpoint_lib.STATE_FILE), 'rb') as f:
+    leaves = [np.asarray(leaf) for leaf in jax_leaves(serialization.msgpack_restore(f.read()))]
+  assert all(np.all(np.isfinite(leaf)) for leaf in leaves if leaf.dtype.kind == 'f')
+  assert max(float(np.abs(leaf).max()) for leaf in leaves if leaf.dtype.kind == 'f') > 1e20

@@ -11,6 +11,7 @@ are swapped to time-major inside the jitted step.
 
 import gc
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -19,7 +20,7 @@ import jax
 import numpy as np
 
 from s3ta.learning.learner_core import LearnerConfig, init_training_state, make_sgd_step
-from s3ta.learning.progress import STOP_REASONS, Counters, StopRule
+from s3ta.learning.progress import STOP_REASONS, Counters, StopRule, nonfinite_halt_message
 from s3ta.types import Trajectory
 from s3ta.replay import queue as replay
 
@@ -69,7 +70,8 @@ class Learner:
     self._stop_program = stop_program
     self._checkpointer = checkpointer
     self._logger = logger
-    self._stop_rule = StopRule(max_frames, max_steps, max_seconds)
+    self._stop_rule = StopRule(max_frames, max_steps, max_seconds,
+                               learner_config.max_nonfinite_in_a_row)
     self._log_period_s = log_period_s
     self._sample_timeout_ms = sample_timeout_ms
     self._max_sample_failures = 30  # consecutive Reverb errors (about 30 s) before giving up
@@ -223,7 +225,8 @@ class Learner:
         self._stats['sample_s'] += time.time() - t0
         self.step_on_batch(sample.data)
         self.counters.train_seconds = train_seconds_at_start + time.time() - start
-        reason = self._stop_rule.reason(self.counters, time.time() - start)
+        reason = self._stop_rule.reason(self.counters, time.time() - start,
+                                        int(self.last_metrics['nonfinite_in_a_row']))
         now = time.time()
         if now - last_log >= self._log_period_s:
           self._log(client, last_log, self.counters.learner_steps - steps_at_log,
@@ -239,7 +242,10 @@ class Learner:
       gc.collect()
     stopping = time.time()
     self.counters.train_seconds = train_seconds_at_start + time.time() - start
-    self.save()
+    saved = self.save()  # after non-finite steps: the last finite parameters
+    if reason == 'non-finite':
+      print(f'[learner] {nonfinite_halt_message(self.counters, self._stop_rule.max_nonfinite_in_a_row, saved)}',
+            file=sys.stderr, flush=True)
     self._log(None, last_log, self.counters.learner_steps - steps_at_log,
               self.counters.learner_frames - frames_at_log, final=True,
               stop_reason_code=STOP_REASONS.index(reason) + 1)

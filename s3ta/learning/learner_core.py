@@ -55,6 +55,8 @@ class LearnerConfig:
   clip_rho: float = 1.0
   clip_pg_rho: float = 1.0
   vtrace_lambda: float = 1.0
+  # Halt after this many sgd steps in a row whose update was not finite (each is skipped).
+  max_nonfinite_in_a_row: int = 10
 
   def __post_init__(self):
     if self.grad_clip_mode not in GRAD_CLIP_MODES:
@@ -69,6 +71,8 @@ class LearnerConfig:
     for name in ('learning_rate_decay_steps', 'learning_rate_decay_begin'):
       if getattr(self, name) < 0:
         raise ValueError(f'{name} must be >= 0, got {getattr(self, name)}.')
+    if self.max_nonfinite_in_a_row < 1:
+      raise ValueError(f'max_nonfinite_in_a_row must be >= 1, got {self.max_nonfinite_in_a_row}.')
     if self.rmsprop_initial_scale < 0:
       raise ValueError(f'rmsprop_initial_scale must be >= 0, got {self.rmsprop_initial_scale}.')
 
@@ -158,6 +162,7 @@ def make_sgd_step(network: Network, config: LearnerConfig,
     updates, opt_state = optimizer_.update(grads, state.opt_state, state.params)
     injected = opt_state.hyperparams  # the values this update used
     metrics['learning_rate'] = injected['learning_rate'] * injected['learning_rate_scale']
+    metrics['nonfinite_in_a_row'], metrics['nonfinite_steps'] = optimizer.nonfinite_counts(opt_state)
     params = optax.apply_updates(state.params, updates)
     return TrainingState(params, opt_state, state.entropy_cost, state.steps + 1), metrics
 

@@ -9,9 +9,12 @@ element-wise (the paper's [-1280, 1280]) or by global norm.
 `optax.inject_hyperparams` keeps the learning rate, epsilon and clip threshold in
 `opt_state.hyperparams`, where PBT reads and writes them without recompiling; the
 learning-rate anneal is an injected schedule (`learning_rate_scale`) driven by the
-optimizer's own step count.
+optimizer's own step count. Inside, `optax.apply_if_finite` turns an update with a
+NaN/Inf into no update (parameters and moments unchanged) and counts it; the learner
+loops halt after `max_nonfinite_in_a_row` such steps.
 """
 
+import functools
 from typing import Callable
 
 import jax.numpy as jnp
@@ -52,6 +55,24 @@ def injected_rmsprop(*, learning_rate: float, epsilon: float, grad_clip: float,
   unknown = sorted(set(static) - set(STATIC_ARGS))
   if unknown:
     raise TypeError(f'Unknown static argument(s) {unknown}; valid: {list(STATIC_ARGS)}.')
-  return optax.inject_hyperparams(rmsprop, static_args=STATIC_ARGS, hyperparam_dtype=jnp.float32)(
+  return optax.inject_hyperparams(_skipping_nonfinite(rmsprop), static_args=STATIC_ARGS,
+                                  hyperparam_dtype=jnp.float32)(
       learning_rate=learning_rate, epsilon=epsilon, grad_clip=grad_clip,
       learning_rate_scale=learning_rate_scale, **static)
+
+
+def _skipping_nonfinite(factory: Callable) -> Callable:
+  """`factory` whose transform skips (and counts) non-finite updates; same signature."""
+
+  @functools.wraps(factory)  # inject_hyperparams reads the signature through __wrapped__
+  def guarded(*args, **kwargs) -> optax.GradientTransformation:
+    # Never apply a non-finite update: the learner loop halts long before 2**31 in a row.
+    return optax.apply_if_finite(factory(*args, **kwargs), max_consecutive_errors=2**31 - 1)
+
+  return guarded
+
+
+def nonfinite_counts(opt_state) -> tuple:
+  """(consecutive, total) skipped non-finite updates of an `injected_rmsprop` state."""
+  guard = opt_state.inner_state
+  return guard.notfinite_count, guard.total_notfinite

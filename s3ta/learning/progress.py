@@ -7,7 +7,7 @@ trainer and the launcher's summary all read the same names.
 import dataclasses
 from typing import Optional
 
-STOP_REASONS = ('max_frames', 'max_learner_steps', 'max_seconds', 'stop requested')
+STOP_REASONS = ('max_frames', 'max_learner_steps', 'max_seconds', 'stop requested', 'non-finite')
 
 
 class Counters:
@@ -34,9 +34,15 @@ class StopRule:
   max_frames: int = 0
   max_steps: int = 0
   max_seconds: float = 0.0
+  max_nonfinite_in_a_row: int = 0
 
-  def reason(self, counters: Counters, seconds: float) -> Optional[str]:
-    """The STOP_REASONS entry of the limit reached after `seconds` of this run, else None."""
+  def reason(self, counters: Counters, seconds: float, nonfinite_in_a_row: int = 0) -> Optional[str]:
+    """The STOP_REASONS entry of the limit reached after `seconds` of this run, else None.
+
+    `nonfinite_in_a_row`: the sgd steps just taken whose update was not finite (skipped).
+    """
+    if self.max_nonfinite_in_a_row and nonfinite_in_a_row >= self.max_nonfinite_in_a_row:
+      return 'non-finite'
     if self.max_frames and counters.learner_frames >= self.max_frames:
       return 'max_frames'
     if self.max_steps and counters.learner_steps >= self.max_steps:
@@ -44,3 +50,10 @@ class StopRule:
     if self.max_seconds and seconds >= self.max_seconds:
       return 'max_seconds'
     return None
+
+
+def nonfinite_halt_message(counters: Counters, in_a_row: int, checkpoint: Optional[str]) -> str:
+  """The one line a learner prints when it halts on non-finite updates."""
+  return (f'halted: {in_a_row} sgd steps in a row had a non-finite loss or gradient (the last at '
+          f'learner step {counters.learner_steps}); each was skipped, so the parameters are those '
+          f'of the last finite step. Last good checkpoint: {checkpoint or "none"}.')
