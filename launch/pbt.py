@@ -47,6 +47,8 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from launch import cli
+
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'PBT experiment config file (experiments/pbt_*.py).')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory (controller state, member subdirs, logs).')
 _LAUNCH_TYPE = flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'test_mp'], 'Launchpad launch type.')
@@ -245,4 +247,4 @@ def main(argv) -> int:
 
 if __name__ == '__main__':
   flags.mark_flags_as_required(['config', 'workdir'])
-  app.run(lambda argv: sys.exit(main(argv)))
+  app.run(lambda argv: sys.exit(main(argv)), flags_parser=cli.parse_flags)

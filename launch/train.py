@@ -37,6 +37,8 @@ import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
 from absl import app, flags  # pylint: disable=g-import-not-at-top
 from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
 
+from launch import cli  # pylint: disable=g-import-not-at-top
+
 _CONFIG = config_flags.DEFINE_config_file(
     'config', None, 'Experiment config file, e.g. experiments/smoke.py[:arg].')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, metrics and logs.')
@@ -207,4 +209,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

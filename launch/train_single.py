@@ -500,8 +500,9 @@ def _exit_error(message: str) -> None:
 
 if __name__ == '__main__':
   from absl import app, flags  # pylint: disable=g-import-not-at-top
+  from launch import cli  # pylint: disable=g-import-not-at-top
   from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
   config_flags.DEFINE_config_file('config', None,
                                   'Experiment config file, e.g. experiments/catch.py[:arg].')
   flags.DEFINE_string('workdir', None, 'Directory for checkpoints, metrics and TensorBoard events.')
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

@@ -25,6 +25,10 @@ def _train(tmp_path, *args, timeout=120):
     ('--config.num_actors=0', 'config.num_actors must be an integer >= 1, got 0'),
     ('--config.unroll_length=0', 'config.unroll_length must be an integer >= 1, got 0'),
     ('--config.batch_size=0', 'config.batch_size must be an integer >= 1, got 0'),
+    ('--config.nonsense=3', 'unknown config key config.nonsense; valid keys of config: '),
+    ('--config.learner.entropy=0.1',
+     'unknown config key config.learner.entropy (did you mean config.learner.entropy_cost?)'),
+    ('--config.num_actors=two', "flag --config.num_actors=two: invalid literal for int()"),
 ])
 def test_bad_config_exits_nonzero_with_one_clear_error(tmp_path, override, message):
   result = _train(tmp_path, override)

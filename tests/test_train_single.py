@@ -113,6 +113,10 @@ def _cli(tmp_path, *args, timeout=120):
      "Unknown config.env.backend 'gym'; valid: ('envpool', 'ale')"),
     (['--config=experiments/atari_fast.py', '--config.env.backend=ale', '--config.env.game=Pongg'],
      "Unknown Atari game 'Pongg' for backend 'ale'; valid games"),
+    (['--config=experiments/catch.py', '--config.learner.learning_rat=0.1'],
+     'unknown config key config.learner.learning_rat (did you mean config.learner.learning_rate'),
+    (['--config=experiments/catch.py', '--config.batch_size=abc'],
+     "flag --config.batch_size=abc: invalid literal for int() with base 10: 'abc'"),
     (['--config=experiments/catch.py', '--config.batch_size=5'],
      'config.batch_size (5) must divide the number of environments (32'),
 ])

@@ -1,0 +1,67 @@
+"""The launchers' command-line parsing: a bad flag or `--config.<key>` override is one line, exit 2.
+
+absl reports a malformed flag value with a FATAL line and exit 1, and ml_collections
+reports an unknown config key with an AttributeError traceback. `parse_flags` (given to
+`absl.app.run` as `flags_parser`) turns both into one `error:` line that names the flag
+or key and, for an unknown key, the closest valid keys at that level.
+"""
+
+import difflib
+import runpy
+import sys
+from typing import Optional, Sequence
+
+from absl import flags
+
+
+def parse_flags(argv: Sequence[str]) -> list:
+  """Parses `argv` into absl's FLAGS; on a bad flag prints one line and exits 2."""
+  try:
+    return flags.FLAGS(list(argv))
+  except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:
+    message = unknown_config_key(argv) or _first_line(e)
+    print(f'error: {message}', file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def unknown_config_key(argv: Sequence[str]) -> Optional[str]:
+  """'unknown config key ...' for the first `--config.<key>` override the config lacks, else None."""
+  spec = _flag_value(argv, 'config')
+  if spec is None:
+    return None
+  path, _, arg = spec.partition(':')
+  try:
+    get_config = runpy.run_path(path)['get_config']
+    config = get_config(arg) if arg else get_config()
+  except Exception:  # pylint: disable=broad-except  (the parser reports a bad config file itself)
+    return None
+  for item in argv:
+    if not item.startswith('--config.'):
+      continue
+    key = item[len('--config.'):].split('=', 1)[0]
+    node, walked = config, 'config'
+    for part in key.split('.'):
+      keys = list(node.keys()) if hasattr(node, 'keys') else []
+      if part not in keys:
+        close = difflib.get_close_matches(part, keys, n=3)
+        hint = f' (did you mean {", ".join(f"{walked}.{k}" for k in close)}?)' if close else ''
+        return (f'unknown config key {walked}.{part}{hint}; valid keys of {walked}: '
+                f'{", ".join(sorted(keys))}.')
+      node, walked = node[part], f'{walked}.{part}'
+  return None
+
+
+def _flag_value(argv: Sequence[str], name: str) -> Optional[str]:
+  for i, item in enumerate(argv):
+    if item.startswith(f'--{name}='):
+      return item.split('=', 1)[1]
+    if item == f'--{name}' and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
+
+
+def _first_line(error: Exception) -> str:
+  text = str(error).strip() or type(error).__name__
+  if len(text) > 1 and text[0] == text[-1] and text[0] in '"\'':  # KeyError-style quoting
+    text = text[1:-1]
+  return text.splitlines()[0]
