@@ -27,7 +27,7 @@ class RunMonitor:
     self._queue_size = queue_size
     self.latest: dict[str, dict] = {}
     self.first: dict[str, dict] = {}
-    self.records: list[dict] = []
+    self._final_learner: Optional[dict] = None  # bounded state only: first/latest per label
     self.return_window = return_window  # episodes behind the reported mean return
     self._returns = collections.deque(maxlen=1000)  # (count, mean) windows, newest last
 
@@ -51,7 +51,8 @@ class RunMonitor:
       label = record.get('label', '?')
       self.first.setdefault(label, record)
       self.latest[label] = record
-      self.records.append(record)
+      if label == 'learner' and record.get('final'):
+        self._final_learner = record
       if label.startswith('actor_') and record.get('window_episodes'):
         self._returns.append((record['window_episodes'], record.get('window_return_mean')))
       count += 1
@@ -87,8 +88,7 @@ class RunMonitor:
         evaluation=self.latest.get('evaluator'))
 
   def final_learner_record(self) -> Optional[dict]:
-    finals = [r for r in self.records if r.get('label') == 'learner' and r.get('final')]
-    return finals[-1] if finals else None
+    return self._final_learner
 
   def end_to_end_frames_per_s(self) -> Optional[float]:
     """Generated frames/s over the window in which every actor reported (steady state)."""
@@ -97,9 +97,9 @@ class RunMonitor:
       return None
     spans = []
     for label in actors:
-      rows = [r for r in self.records if r.get('label') == label and 'frames' in r]
-      if len(rows) >= 2:
-        spans.append((rows[0]['time'], rows[0]['frames'], rows[-1]['time'], rows[-1]['frames']))
+      first, last = self.first[label], self.latest[label]
+      if 'frames' in first and 'frames' in last and last['time'] > first['time']:
+        spans.append((first['time'], first['frames'], last['time'], last['frames']))
     if not spans:
       return None
     return float(sum((f1 - f0) / max(t1 - t0, 1e-9) for t0, f0, t1, f1 in spans))

@@ -133,8 +133,8 @@ def test_on_episodes_hook_gets_each_finished_episode_once_and_extends_records():
                 on_episodes=on_episodes)
   actor.run(max_unrolls=2)  # T + 1 + T = 11 steps: episodes end at steps 4 and 8
   assert actor.env_steps == 11
-  assert len(actor.episode_returns) == 4 and set(actor.episode_returns) <= {-1.0, 1.0}
-  assert [r for returns in calls for r in returns] == actor.episode_returns
+  assert actor.episodes == 4 and set(actor.recent_returns) <= {-1.0, 1.0}
+  assert [r for returns in calls for r in returns] == list(actor.recent_returns)
   assert [len(returns) for returns in calls] == [2, 2]  # one record per step: no empty calls
   with_episodes = [r for r in records if r['window_episodes']]
   assert [r['hook_episodes'] for r in with_episodes] == [2, 2]

@@ -9,6 +9,7 @@ flush, courier call) has a timeout and re-checks the stop signal (traps 2 and 3)
 Per-stage timers (env, inference, write, params) go into the metrics records.
 """
 
+import collections
 import os
 import time
 from typing import Any, Callable, Optional
@@ -20,6 +21,8 @@ from s3ta.acting.actor_core import agent_input, make_select_action
 from s3ta.acting.unroll import UnrollAccumulator
 from s3ta.envs.base import EpisodeTracker
 from s3ta.replay import queue as replay
+
+RECENT_RETURNS = 1000  # episode returns an actor keeps in memory
 
 
 class CourierParamsSource:
@@ -95,7 +98,7 @@ class Actor:
     on_episodes: optional finished-episode hook: called with the returns of the episodes
       finished since the previous metrics record (only when there are any), just before
       that record is logged; a dict it returns is added to the record (PBT: per-game
-      returns, and reporting them to the learner). `episode_returns` keeps every return.
+      returns, and reporting them to the learner). `recent_returns` keeps the last RECENT_RETURNS returns.
   """
 
   def __init__(self, actor_id: int, env, network, params_source, writer, *, unroll_length: int,
@@ -124,7 +127,8 @@ class Actor:
     self._select_action = make_select_action(network, device=self._cpu)
     self.env_steps = 0  # agent steps of the batch (x E x frames_per_step = frames)
     self.unrolls = 0
-    self.episode_returns: list[float] = []
+    self.episodes = 0  # finished episodes
+    self.recent_returns = collections.deque(maxlen=RECENT_RETURNS)  # bounded: runs are long
     self.param_version = -1
 
   def _fetch(self, block: bool) -> bool:
@@ -179,7 +183,8 @@ class Actor:
       agent_state, prev_action, env_step = next_state, action, next_env_step
       self.env_steps += 1
       finished = [r for r, _ in tracker.update(env_step)]
-      self.episode_returns += finished
+      self.episodes += len(finished)
+      self.recent_returns.extend(finished)
       window_returns += finished
 
       if trajectory is not None:
@@ -222,7 +227,7 @@ class Actor:
     record = dict(
         actor_id=self._id, env_steps=self.env_steps * self._env.num_envs,
         frames=self.env_steps * frames_per_batch_step, unrolls=self.unrolls,
-        episodes=len(self.episode_returns), window_episodes=len(returns),
+        episodes=self.episodes, window_episodes=len(returns),
         window_return_mean=float(np.mean(returns)) if returns else None,
         frames_per_s=steps * frames_per_batch_step / span, param_version=self.param_version,
         pid=os.getpid(),
