@@ -1,0 +1,106 @@
+"""Memory soak of a running program: each node's resident memory (RSS) sampled every period.
+
+Attaches to a launcher process (`python -m launch.train ...` or `launch.train_single`) and
+samples the RSS of it and of every descendant once per `--period_s`. Nodes are named from
+the `pid` field of their records in `<workdir>/metrics.jsonl` (learner, actor_i,
+evaluator); a node that writes no records (the Reverb server) keeps `pid_<n>`. At the end
+(the launcher exited, or `--minutes` passed) it prints one line per node with its RSS at
+the end of the warm-up and at the end, and the growth between them, and writes every
+sample as CSV. Growth after warm-up shows a leak; the target is < 5 % (issue 10).
+
+  python benchmarks/soak.py --launcher_pid=PID --workdir=DIR [--minutes=30] [--period_s=60] \
+      [--warmup_minutes=5] [--csv=soak.csv]
+"""
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+
+import psutil
+
+
+def node_names(workdir: str) -> dict:
+  """{pid: label} from the records of metrics.jsonl (the latest label wins)."""
+  names = {}
+  path = os.path.join(workdir, 'metrics.jsonl')
+  if not os.path.exists(path):
+    return names
+  with open(path) as f:
+    for line in f:
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      if 'pid' in record and 'label' in record:
+        names[int(record['pid'])] = record['label']
+  return names
+
+
+def sample(launcher: psutil.Process) -> dict:
+  """{pid: rss bytes} of the launcher and its descendants alive now."""
+  rss = {}
+  for process in [launcher] + launcher.children(recursive=True):
+    try:
+      rss[process.pid] = process.memory_info().rss
+    except psutil.Error:  # exited between listing and reading
+      continue
+  return rss
+
+
+def growth_table(rows: list, names: dict, launcher_pid: int, warmup_s: float) -> list:
+  """[(name, rss at the end of warm-up, rss at the end, growth)] per node seen after warm-up."""
+  start = rows[0]['time']
+  table = []
+  for pid in sorted({r['pid'] for r in rows}):
+    own = [r for r in rows if r['pid'] == pid and r['time'] - start >= warmup_s]
+    if len(own) < 2:
+      continue
+    name = 'launcher' if pid == launcher_pid else names.get(pid, f'pid_{pid}')
+    first, last = own[0]['rss'], own[-1]['rss']
+    table.append((name, first, last, (last - first) / first))
+  return table
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--launcher_pid', type=int, required=True)
+  parser.add_argument('--workdir', required=True)
+  parser.add_argument('--minutes', type=float, default=30.0)
+  parser.add_argument('--period_s', type=float, default=60.0)
+  parser.add_argument('--warmup_minutes', type=float, default=5.0)
+  parser.add_argument('--csv', default=None, help='Write every sample here.')
+  args = parser.parse_args(argv)
+  try:
+    launcher = psutil.Process(args.launcher_pid)
+  except psutil.NoSuchProcess:
+    print(f'error: no process with --launcher_pid={args.launcher_pid}.', file=sys.stderr)
+    return 2
+  rows, start = [], time.time()
+  while time.time() - start < args.minutes * 60 and launcher.is_running():
+    now = time.time()
+    rows.extend({'time': now, 'pid': pid, 'rss': rss} for pid, rss in sample(launcher).items())
+    time.sleep(max(0.0, args.period_s - (time.time() - now)))
+  if not rows:
+    print('error: no samples taken.', file=sys.stderr)
+    return 1
+  names = node_names(args.workdir)
+  if args.csv:
+    with open(args.csv, 'w', newline='') as f:
+      writer = csv.writer(f)
+      writer.writerow(['seconds', 'node', 'pid', 'rss_mib'])
+      for r in rows:
+        name = 'launcher' if r['pid'] == args.launcher_pid else names.get(r['pid'], f'pid_{r["pid"]}')
+        writer.writerow([f'{r["time"] - rows[0]["time"]:.0f}', name, r['pid'], f'{r["rss"] / 2**20:.1f}'])
+  minutes = (rows[-1]['time'] - rows[0]['time']) / 60
+  print(f'{minutes:.1f} min sampled, growth after {args.warmup_minutes:g} min of warm-up:')
+  for name, first, last, growth in growth_table(rows, names, args.launcher_pid,
+                                                args.warmup_minutes * 60):
+    print(f'  {name:12s} {first / 2**20:8.1f} MiB -> {last / 2**20:8.1f} MiB  {100 * growth:+6.2f} %')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
