@@ -44,7 +44,8 @@ from s3ta.acting.device_actor import DeviceActor, group_sizes, slice_batches
 from s3ta.acting.evaluator import Evaluator
 from s3ta.envs import factory
 from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step
-from s3ta.learning.progress import STOP_REASONS, Counters, StopRule, nonfinite_halt_message
+from s3ta.learning.progress import (STOP_REASONS, Counters, StepStats, StopRule,
+                                    nonfinite_halt_message)
 from s3ta.networks import make_network, parameter_count
 from s3ta.utils import checkpoint as checkpoint_lib
 from s3ta.utils import metrics as metrics_lib
@@ -170,7 +171,7 @@ class LearnerThread(threading.Thread):
     self.reason: Optional[str] = None
     self.error: Optional[BaseException] = None
     self.last_metrics: dict = {}
-    self._stats = dict(lag_sum=0.0, lag_max=0, lag_n=0, wait_s=0.0, sgd_s=0.0)
+    self._stats = StepStats()
 
   def run(self) -> None:
     start = last_log = time.time()
@@ -188,7 +189,7 @@ class LearnerThread(threading.Thread):
             self.reason = 'stop requested'
           continue
         t1 = time.time()
-        self._stats['wait_s'] += t1 - t0
+        self._stats.wait_s += t1 - t0
         for batch in slice_batches(trajectory, self._batch_size):
           lag = self.counters.param_version - acted_version
           self.state, metrics = self._sgd_step(self.state, batch)
@@ -197,9 +198,7 @@ class LearnerThread(threading.Thread):
           c.param_version += 1
           c.items_consumed += self._batch_size
           c.learner_frames += self._frames_per_batch
-          self._stats['lag_sum'] += lag
-          self._stats['lag_max'] = max(self._stats['lag_max'], lag)
-          self._stats['lag_n'] += 1
+          self._stats.add_lag(lag, lag)
           self.reason = self._stop_rule.reason(c, time.time() - start)
           if self.reason:
             break
@@ -209,7 +208,7 @@ class LearnerThread(threading.Thread):
         self._published.publish(unroll, self.counters.param_version,
                                 self.counters.learner_frames, self.state.params)
         self.counters.train_seconds = seconds_at_start + time.time() - start
-        self._stats['sgd_s'] += time.time() - t1
+        self._stats.sgd_s += time.time() - t1
         if time.time() - last_log >= self._log_period_s:
           self._log(metrics, time.time() - last_log, self.counters.learner_steps - steps_at_log,
                     self.counters.learner_frames - frames_at_log)
@@ -235,14 +234,12 @@ class LearnerThread(threading.Thread):
   def _log(self, metrics, span: float, steps: int, frames: int, **extra) -> None:
     if metrics is not None:
       self.last_metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
-    span, stats = max(span, 1e-6), self._stats
+    span = max(span, 1e-6)
     self._logger(dict(
         self.counters.as_dict(), steps_per_s=steps / span, frames_per_s=frames / span,
-        policy_lag=stats['lag_sum'] / stats['lag_n'] if stats['lag_n'] else None,
-        policy_lag_max=stats['lag_max'] if stats['lag_n'] else None,
-        wait_s=stats['wait_s'], sgd_s=stats['sgd_s'], pid=os.getpid(),
+        **self._stats.record(), pid=os.getpid(),
         **{f'train/{k}': v for k, v in self.last_metrics.items()}, **extra))
-    self._stats = dict(lag_sum=0.0, lag_max=0, lag_n=0, wait_s=0.0, sgd_s=0.0)
+    self._stats.reset()
 
 
 @dataclasses.dataclass

@@ -222,3 +222,15 @@ def test_the_stop_rule_halts_at_k_nonfinite_steps_in_a_row():
   assert [rule.reason(counters, 1.0, k) for k in (0, 2, 3, 7)] == [None, None, 'non-finite',
                                                                    'non-finite']
   assert StopRule(max_frames=100).reason(counters, 1.0, 50) is None  # 0: no limit
+
+
+def test_step_stats_average_the_lag_of_a_window_and_reset():
+  from s3ta.learning.progress import StepStats  # pylint: disable=g-import-not-at-top
+  stats = StepStats()
+  assert stats.record() == dict(policy_lag=None, policy_lag_max=None, wait_s=0.0, sgd_s=0.0)
+  stats.add_lag(2.0, 3)
+  stats.add_lag(5.0, 9)
+  stats.wait_s += 0.5
+  assert stats.record() == dict(policy_lag=3.5, policy_lag_max=9, wait_s=0.5, sgd_s=0.0)
+  stats.reset()
+  assert stats.record()['policy_lag'] is None

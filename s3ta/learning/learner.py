@@ -20,7 +20,8 @@ import jax
 import numpy as np
 
 from s3ta.learning.learner_core import LearnerConfig, init_training_state, make_sgd_step
-from s3ta.learning.progress import STOP_REASONS, Counters, StopRule, nonfinite_halt_message
+from s3ta.learning.progress import (STOP_REASONS, Counters, StepStats, StopRule,
+                                    nonfinite_halt_message)
 from s3ta.types import Trajectory
 from s3ta.replay import queue as replay
 
@@ -98,7 +99,7 @@ class Learner:
 
     self._sgd_step = jax.jit(sgd_step)
     self._state_treedef = jax.tree_util.tree_structure(network.initial_state(1))
-    self._stats = {'lag_sum': 0.0, 'lag_max': 0, 'lag_n': 0, 'sample_s': 0.0, 'sgd_s': 0.0}
+    self._stats = StepStats()
     self.last_metrics: dict = {}
 
   # ---------------------------------------------------------------- RPCs
@@ -126,12 +127,10 @@ class Learner:
     start = time.time()
     self._state, metrics = self._sgd_step(self._state, trajectory)
     metrics = jax.device_get(metrics)
-    self._stats['sgd_s'] += time.time() - start
+    self._stats.sgd_s += time.time() - start
     c = self.counters
     lag = c.param_version - np.asarray(extras['param_version']).min(axis=-1)
-    self._stats['lag_sum'] += float(lag.mean())
-    self._stats['lag_max'] = max(self._stats['lag_max'], int(lag.max()))
-    self._stats['lag_n'] += 1
+    self._stats.add_lag(lag.mean(), lag.max())
     c.learner_steps += 1
     c.param_version += 1
     c.items_consumed += self._batch_size
@@ -161,15 +160,13 @@ class Learner:
   def _log(self, client, since: float, steps_since: int, frames_since: int, **extra):
     now = time.time()
     span = max(now - since, 1e-6)
-    stats = self._stats
     record = dict(self.counters.as_dict(),
                   steps_per_s=steps_since / span, frames_per_s=frames_since / span,
-                  policy_lag=stats['lag_sum'] / stats['lag_n'] if stats['lag_n'] else None,
-                  policy_lag_max=stats['lag_max'] if stats['lag_n'] else None,
+                  **self._stats.record(),
                   queue_size=self._queue_size(client) if client is not None else -1,
-                  sample_wait_s=stats['sample_s'], sgd_s=stats['sgd_s'], pid=os.getpid(),
-                  **{f'train/{k}': v for k, v in self.last_metrics.items()}, **extra)
-    self._stats = {'lag_sum': 0.0, 'lag_max': 0, 'lag_n': 0, 'sample_s': 0.0, 'sgd_s': 0.0}
+                  pid=os.getpid(), **{f'train/{k}': v for k, v in self.last_metrics.items()},
+                  **extra)
+    self._stats.reset()
     if self._logger is not None:
       self._logger(record)
     return record
@@ -195,34 +192,19 @@ class Learner:
     train_seconds_at_start = self.counters.train_seconds
     steps_at_log, frames_at_log = self.counters.learner_steps, self.counters.learner_frames
     reason = None
-    dataset = iterator = None
-    failures = 0
+    sampler = replay.BatchSampler(self._server_address, self._batch_size,
+                                  timeout_ms=self._sample_timeout_ms, should_stop=self._should_stop,
+                                  max_failures=self._max_sample_failures)
     try:
       while reason is None:
         if self._should_stop():
           reason = 'stop requested'
           break
-        if iterator is None:
-          dataset = replay.make_dataset(self._server_address, self._batch_size,
-                                        timeout_ms=self._sample_timeout_ms)
-          iterator = dataset.as_numpy_iterator()
         t0 = time.time()
-        try:
-          sample = next(iterator)
-          failures = 0
-        except StopIteration:  # no data within the timeout: re-check stop, then retry
-          iterator = dataset = None
+        sample = sampler.next()
+        if sample is None:  # no data yet (or Reverb unavailable): re-check stop, then retry
           continue
-        except Exception:  # pylint: disable=broad-except  (Reverb unavailable)
-          iterator = dataset = None
-          if self._should_stop():  # the replay node may go down first when stopping
-            continue
-          failures += 1
-          if failures > self._max_sample_failures:
-            raise
-          time.sleep(1.0)
-          continue
-        self._stats['sample_s'] += time.time() - t0
+        self._stats.wait_s += time.time() - t0
         self.step_on_batch(sample.data)
         self.counters.train_seconds = train_seconds_at_start + time.time() - start
         reason = self._stop_rule.reason(self.counters, time.time() - start,
@@ -237,9 +219,7 @@ class Learner:
           self._checkpointer.maybe_save(self.counters.learner_steps, self._state,
                                         self.counters.as_dict())
     finally:
-      # Trap 1: a live Reverb/tf.data iterator makes the process hang at exit.
-      del iterator, dataset
-      gc.collect()
+      sampler.close()
     stopping = time.time()
     self.counters.train_seconds = train_seconds_at_start + time.time() - start
     saved = self.save()  # after non-finite steps: the last finite parameters

@@ -1,4 +1,4 @@
-"""Learner progress shared by both trainers: monotone counters and the stop rule.
+"""Learner progress shared by both trainers: monotone counters, window statistics, the stop rule.
 
 Pure Python (no JAX, TF or Reverb), so the distributed learner, the single-machine
 trainer and the launcher's summary all read the same names.
@@ -26,6 +26,29 @@ class Counters:
 
   def as_dict(self) -> dict:
     return {name: getattr(self, name) for name in self.FIELDS}
+
+
+class StepStats:
+  """Statistics of one logging window: policy lag, and seconds waiting for data and in sgd."""
+
+  def __init__(self):
+    self.reset()
+
+  def reset(self) -> None:
+    self.lag_sum, self.lag_max, self.lag_n = 0.0, 0, 0
+    self.wait_s = self.sgd_s = 0.0
+
+  def add_lag(self, mean_lag: float, max_lag: int) -> None:
+    """One sgd step whose batch was acted `mean_lag` (at most `max_lag`) versions ago."""
+    self.lag_sum += float(mean_lag)
+    self.lag_max = max(self.lag_max, int(max_lag))
+    self.lag_n += 1
+
+  def record(self) -> dict:
+    """The window's fields for a metrics record (lags are None before any step)."""
+    return dict(policy_lag=self.lag_sum / self.lag_n if self.lag_n else None,
+                policy_lag_max=self.lag_max if self.lag_n else None,
+                wait_s=self.wait_s, sgd_s=self.sgd_s)
 
 
 @dataclasses.dataclass(frozen=True)

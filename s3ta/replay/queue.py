@@ -17,6 +17,8 @@ actor (trap 3 in DESIGN.md: `create_item` never blocks by itself).
 TensorFlow/Reverb are imported lazily so `item_spec` & co work without them.
 """
 
+import functools
+import gc
 import time
 from typing import Any, Callable, Optional
 
@@ -168,6 +170,48 @@ def make_dataset(server_address: str, batch_size: int, *, max_in_flight_samples:
       max_in_flight_samples_per_worker=max_in_flight_samples or 2 * batch_size,
       rate_limiter_timeout_ms=timeout_ms)
   return dataset.batch(batch_size, drop_remainder=True).prefetch(1)
+
+
+class BatchSampler:
+  """[B]-batched samples from the queue that never block a learner for long.
+
+  `next()` returns a sample, or None when no data came within the timeout or Reverb
+  was unavailable, so the caller re-checks its stop condition and calls again (the
+  dataset is reopened). After `max_failures` Reverb errors in a row it raises, unless
+  the program is stopping (the replay node may go down first). `close()` drops the
+  iterator: a live Reverb/tf.data iterator makes a process hang at exit.
+  """
+
+  def __init__(self, server_address: str, batch_size: int, *, timeout_ms: int,
+               should_stop: Callable[[], bool], max_failures: int = 30, retry_s: float = 1.0):
+    self._open = functools.partial(make_dataset, server_address, batch_size, timeout_ms=timeout_ms)
+    self._should_stop, self._max_failures, self._retry_s = should_stop, max_failures, retry_s
+    self._dataset = self._iterator = None
+    self._failures = 0
+
+  def next(self):
+    if self._iterator is None:
+      self._dataset = self._open()
+      self._iterator = self._dataset.as_numpy_iterator()
+    try:
+      sample = next(self._iterator)
+    except StopIteration:  # no data within the timeout
+      self.close()
+      return None
+    except Exception:  # pylint: disable=broad-except  (Reverb unavailable)
+      self.close()
+      if not self._should_stop():
+        self._failures += 1
+        if self._failures > self._max_failures:
+          raise
+        time.sleep(self._retry_s)
+      return None
+    self._failures = 0
+    return sample
+
+  def close(self) -> None:
+    self._dataset = self._iterator = None
+    gc.collect()
 
 
 def batch_to_trajectory(data: dict, state_treedef=None) -> tuple[Trajectory, dict]:
