@@ -83,10 +83,12 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
 
   config.single_machine = ml_collections.ConfigDict()  # launch/train_single.py only
   config.single_machine.device = 'auto'  # auto | cpu | gpu | tpu: where policy and learner run
+  config.single_machine.algorithm = 'impala'  # impala | ppo (then config.ppo, not config.learner)
   config.single_machine.num_envs = 0  # environments (0: num_actors * env.num_envs)
   config.single_machine.env_groups = 2  # env batches stepped in turn (one steps, one infers)
   config.single_machine.policy_lag = 1  # unrolls between acting and learning params (0: sync)
   config.single_machine.progress_period_s = 10.0  # seconds between progress lines
+  config.ppo = ppo_defaults()
 
   config.evaluator = ml_collections.ConfigDict()
   config.evaluator.enabled = True  # run an evaluator node
@@ -121,3 +123,23 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
     config.resources.learner_accelerator = ''
     config.resources.learner_accelerator_count = 0
   return config
+
+
+def ppo_defaults() -> ml_collections.ConfigDict:
+  """PPO settings (s3ta/learning/ppo.py), read when single_machine.algorithm = 'ppo'; paper 002 Table 1."""
+  ppo = ml_collections.ConfigDict()
+  ppo.learning_rate = 2.5e-4  # Adam
+  ppo.adam_epsilon = 1e-5
+  ppo.max_grad_norm = 0.5  # global-norm clipping
+  ppo.clip_epsilon = 0.1  # probability-ratio (and value-change) clip
+  ppo.clip_value = True
+  ppo.gae_lambda = 0.95
+  ppo.discount = 0.99
+  ppo.epochs = 3  # passes over each rollout
+  ppo.num_minibatches = 4  # minibatches of environments per pass (must divide batch_size)
+  ppo.entropy_cost = 0.01
+  ppo.value_cost = 0.5
+  ppo.max_abs_reward = 1.0  # rewards clipped to [-1, 1]
+  ppo.normalize_advantages = True  # per minibatch
+  ppo.max_nonfinite_in_a_row = 10  # halt after this many NaN/Inf minibatch steps (each skipped)
+  return ppo

@@ -9,6 +9,8 @@ Same fields as experiments/atari_expert.py; Catch's agent step is one frame.
 
 import ml_collections
 
+from experiments import atari_expert
+
 
 def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
@@ -85,10 +87,12 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
 
   config.single_machine = ml_collections.ConfigDict()  # launch/train_single.py only
   config.single_machine.device = 'auto'  # auto | cpu | gpu | tpu
+  config.single_machine.algorithm = 'impala'  # impala | ppo (then config.ppo, not config.learner)
   config.single_machine.num_envs = 0  # 0: num_actors * env.num_envs
   config.single_machine.env_groups = 1  # Catch steps in microseconds: nothing to overlap
   config.single_machine.policy_lag = 0  # synchronous (A2C-like) updates
   config.single_machine.progress_period_s = 10.0  # seconds between progress lines
+  config.ppo = atari_expert.ppo_defaults()  # single_machine.algorithm = 'ppo' only
 
   config.evaluator = ml_collections.ConfigDict()
   config.evaluator.enabled = True  # periodic evaluation on fresh environments

@@ -43,7 +43,7 @@ from launch.program import actor_env_seed
 from s3ta.acting.device_actor import DeviceActor, group_sizes, slice_batches
 from s3ta.acting.evaluator import Evaluator
 from s3ta.envs import factory
-from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step
+from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step, ppo
 from s3ta.learning.progress import (STOP_REASONS, Counters, StepStats, StopRule,
                                     nonfinite_halt_message)
 from s3ta.networks import make_network, parameter_count
@@ -51,12 +51,14 @@ from s3ta.utils import checkpoint as checkpoint_lib
 from s3ta.utils import metrics as metrics_lib
 
 DEVICES = ('auto', 'cpu', 'gpu', 'tpu')
+ALGORITHMS = ('impala', 'ppo')  # V-trace actor-critic, or PPO (config.ppo; s3ta/learning/ppo.py)
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
   """The single-machine fields of a config (`config.single_machine`), validated."""
   device: str = 'auto'
+  algorithm: str = 'impala'  # one of ALGORITHMS
   num_envs: int = 0  # 0: config.num_actors * config.env.num_envs
   env_groups: int = 2
   policy_lag: int = 1
@@ -70,6 +72,9 @@ class Settings:
       raise ValueError(f'Unknown config.single_machine fields {sorted(unknown)}; valid: '
                        f'{[f.name for f in dataclasses.fields(cls)]}.')
     settings = cls(**section)
+    if settings.algorithm not in ALGORITHMS:
+      raise ValueError(f'config.single_machine.algorithm must be one of {ALGORITHMS}, got '
+                       f'{settings.algorithm!r}.')
     if settings.device not in DEVICES:
       raise ValueError(f'config.single_machine.device must be one of {DEVICES}, got '
                        f'{settings.device!r}.')
@@ -96,7 +101,24 @@ def validate_config(config) -> Settings:
     raise ValueError(f'config.batch_size ({config.batch_size}) must divide the number of '
                      f'environments ({num_envs} = single_machine.num_envs, or num_actors x '
                      'env.num_envs): each unroll of all environments is cut into batches.')
+  if settings.algorithm == 'ppo':
+    ppo_config = ppo.PPOConfig.from_dict(config.get('ppo') or {})
+    if config.batch_size % ppo_config.num_minibatches:
+      raise ValueError(f'config.ppo.num_minibatches ({ppo_config.num_minibatches}) must divide '
+                       f'config.batch_size ({config.batch_size}), the environments of one update.')
   return settings
+
+
+def make_update(settings: Settings, config, network, key):
+  """(initial TrainingState, jitted update(state, batch), max non-finite steps in a row)."""
+  if settings.algorithm == 'ppo':
+    ppo_config = ppo.PPOConfig.from_dict(config.get('ppo') or {})
+    return (ppo.init_training_state(network, ppo_config, key),
+            ppo.make_ppo_update(network, ppo_config, seed=config.seed),
+            ppo_config.max_nonfinite_in_a_row)
+  learner_config = LearnerConfig.from_dict(config.learner)
+  return (init_training_state(network, learner_config, key), make_sgd_step(network, learner_config),
+          learner_config.max_nonfinite_in_a_row)
 
 
 def _print(line: str) -> None:
@@ -284,9 +306,8 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
   stop = stop or threading.Event()
   num_actions, observation_shape = factory.env_spec(config.env)
   network = make_network(config.network.to_dict(), num_actions, observation_shape)
-  learner_config = LearnerConfig.from_dict(config.learner)
   params_key, actor_key, eval_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
-  state = init_training_state(network, learner_config, params_key)
+  state, update, max_nonfinite = make_update(settings, config, network, params_key)
   checkpointer = checkpoint_lib.Checkpointer(
       workdir, interval_s=60.0 * config.checkpoint_minutes or 1e18, config=config,
       network_config=config.network.to_dict())
@@ -310,10 +331,10 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
   published = Published(counters.param_version, counters.learner_frames, state.params,
                         keep=settings.policy_lag + 2)
   learner = LearnerThread(
-      state, counters, make_sgd_step(network, learner_config), batch_size=config.batch_size,
+      state, counters, update, batch_size=config.batch_size,
       frames_per_batch=config.batch_size * config.unroll_length * frames_per_step,
       stop_rule=StopRule(config.max_frames, config.max_learner_steps, config.max_seconds,
-                         learner_config.max_nonfinite_in_a_row),
+                         max_nonfinite),
       published=published, checkpointer=checkpointer,
       logger=metrics_lib.record_logger(workdir, 'learner', 'learner_steps', 'learner_frames',
                                        tensorboard=tensorboard),
@@ -322,10 +343,10 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
   evaluator = _make_evaluator(config, workdir, network, published, eval_key, eval_stop,
                               tensorboard, seed=actor_env_seed(config.seed, len(sizes), num_envs))
   log_actor = metrics_lib.record_logger(workdir, 'actor_0', 'env_steps', 'frames')
-  log(f'[train_single] {config.network.kind} network ({parameter_count(state.params):,} '
+  log(f'[train_single] {settings.algorithm}, {config.network.kind} network ({parameter_count(state.params):,} '
       f'parameters) on {device.platform}:{device.id}; {num_envs} envs in {len(sizes)} groups, '
       f'observation {observation_shape}, unroll {config.unroll_length}, batch {config.batch_size}, '
-      f'{num_envs // config.batch_size} sgd steps per unroll, policy lag {settings.policy_lag} '
+      f'{num_envs // config.batch_size} updates per unroll, policy lag {settings.policy_lag} '
       f'unroll(s)')
 
   monitor = monitor_lib.RunMonitor(workdir, queue_size=1)

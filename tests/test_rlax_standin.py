@@ -245,3 +245,22 @@ def test_policy_functions_and_their_gradients_equal_rlax(seed, time, use_jit):
     scalar = lambda f: lambda pi: jnp.sum(jnp.sin(f(pi)))  # a non-trivial weighting of outputs
     np.testing.assert_allclose(jax.grad(scalar(ours))(x['pi']), jax.grad(scalar(theirs))(x['pi']),
                                err_msg=f'{name} gradient', **TOL)
+
+
+@needs_rlax
+@pytest.mark.parametrize('time', [1, 5, 50])
+@pytest.mark.parametrize('seed', [0, 1])
+def test_ppo_functions_equal_rlax(seed, time):
+  rng = np.random.default_rng(seed)
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  ratios, adv = f32(np.exp(rng.normal(scale=0.3, size=time))), f32(rng.normal(size=time))
+  rewards, values = f32(rng.normal(size=time)), f32(rng.normal(size=time + 1))
+  discounts = f32(0.99 * (rng.random(time) > 0.2))
+  for module_a, module_b in [(rlax_standin, rlax_import.rlax)]:
+    np.testing.assert_allclose(module_a.clipped_surrogate_pg_loss(ratios, adv, 0.2),
+                               module_b.clipped_surrogate_pg_loss(ratios, adv, 0.2), **TOL)
+    np.testing.assert_allclose(
+        module_a.truncated_generalized_advantage_estimation(rewards, discounts, 0.95, values),
+        module_b.truncated_generalized_advantage_estimation(rewards, discounts, 0.95, values), **TOL)
+    grad = lambda m: jax.grad(lambda r: m.clipped_surrogate_pg_loss(r, adv, 0.2))(ratios)
+    np.testing.assert_allclose(grad(module_a), grad(module_b), **TOL)

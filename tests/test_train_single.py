@@ -66,6 +66,20 @@ def test_catch_run_writes_the_workdir_and_resumes(tmp_path):
   assert again.counters['train_seconds'] > result.counters['train_seconds']
 
 
+def test_ppo_runs_through_the_same_trainer_and_resumes(tmp_path):
+  config = _tiny_catch(4)
+  config.single_machine.algorithm = 'ppo'
+  config.ppo.epochs, config.ppo.num_minibatches = 2, 2  # 4 minibatch steps per update
+  result = train_single.train(config, str(tmp_path), log=lambda line: None)
+  assert result.reason == 'max_learner_steps' and result.counters['learner_steps'] == 4
+  final = [r for r in _records(tmp_path) if r['label'] == 'learner' and r.get('final')][0]
+  assert 0.0 <= final['train/clip_fraction'] <= 1.0 and final['train/nonfinite_steps'] == 0
+  assert final['train/learning_rate'] == pytest.approx(2.5e-4)
+  config.max_learner_steps = 6
+  again = train_single.train(config, str(tmp_path), log=lambda line: None)
+  assert again.counters['learner_steps'] == 6  # resumed from ckpt_4 with Adam's state
+
+
 def test_same_seed_same_run(tmp_path):
   """The fixed policy lag makes a run independent of thread timing."""
   a = train_single.train(_tiny_catch(6), str(tmp_path / 'a'), log=lambda line: None)
@@ -117,6 +131,11 @@ def _cli(tmp_path, *args, timeout=120):
      'unknown config key config.learner.learning_rat (did you mean config.learner.learning_rate'),
     (['--config=experiments/catch.py', '--config.batch_size=abc'],
      "flag --config.batch_size=abc: invalid literal for int() with base 10: 'abc'"),
+    (['--config=experiments/catch.py', '--config.single_machine.algorithm=a2c'],
+     "config.single_machine.algorithm must be one of ('impala', 'ppo'), got 'a2c'"),
+    (['--config=experiments/catch.py', '--config.single_machine.algorithm=ppo',
+      '--config.ppo.num_minibatches=5'],
+     'config.ppo.num_minibatches (5) must divide config.batch_size (32)'),
     (['--config=experiments/catch.py', '--config.batch_size=5'],
      'config.batch_size (5) must divide the number of environments (32'),
 ])

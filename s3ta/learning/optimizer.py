@@ -55,13 +55,13 @@ def injected_rmsprop(*, learning_rate: float, epsilon: float, grad_clip: float,
   unknown = sorted(set(static) - set(STATIC_ARGS))
   if unknown:
     raise TypeError(f'Unknown static argument(s) {unknown}; valid: {list(STATIC_ARGS)}.')
-  return optax.inject_hyperparams(_skipping_nonfinite(rmsprop), static_args=STATIC_ARGS,
+  return optax.inject_hyperparams(skipping_nonfinite(rmsprop), static_args=STATIC_ARGS,
                                   hyperparam_dtype=jnp.float32)(
       learning_rate=learning_rate, epsilon=epsilon, grad_clip=grad_clip,
       learning_rate_scale=learning_rate_scale, **static)
 
 
-def _skipping_nonfinite(factory: Callable) -> Callable:
+def skipping_nonfinite(factory: Callable) -> Callable:
   """`factory` whose transform skips (and counts) non-finite updates; same signature."""
 
   @functools.wraps(factory)  # inject_hyperparams reads the signature through __wrapped__
@@ -73,6 +73,6 @@ def _skipping_nonfinite(factory: Callable) -> Callable:
 
 
 def nonfinite_counts(opt_state) -> tuple:
-  """(consecutive, total) skipped non-finite updates of an `injected_rmsprop` state."""
+  """(consecutive, total) skipped non-finite updates of an injected, guarded optimizer's state."""
   guard = opt_state.inner_state
   return guard.notfinite_count, guard.total_notfinite

@@ -3,7 +3,8 @@
 `s3ta.utils.rlax_import` uses this module in place of rlax when rlax fails to import
 (e.g. on JAX 0.11, where rlax -> distrax -> TFP breaks). It provides
 `vtrace_td_error_and_advantage`, `categorical_importance_sampling_ratios`,
-`policy_gradient_loss` and `entropy_loss` with rlax 0.1.7's semantics and arithmetic
+`policy_gradient_loss`, `entropy_loss` (IMPALA) and `clipped_surrogate_pg_loss`,
+`truncated_generalized_advantage_estimation` (PPO) with rlax 0.1.7's semantics and arithmetic
 order, so results agree to float rounding (tests/test_rlax_standin.py compares them
 on the pinned stack). V-trace: Espeholt et al. (2018), eq. 1 and §4.2.
 """
@@ -108,6 +109,32 @@ def entropy_loss(logits_t: jax.Array, w_t: jax.Array) -> jax.Array:
   _check_ranks({'logits_t': (logits_t, 2), 'w_t': (w_t, 1)})
   entropy = -jnp.nansum(jax.nn.softmax(logits_t) * jax.nn.log_softmax(logits_t), axis=-1)
   return -jnp.mean(entropy * w_t)
+
+
+def clipped_surrogate_pg_loss(prob_ratios_t: jax.Array, adv_t: jax.Array, epsilon: Any,
+                              use_stop_gradient: bool = True) -> jax.Array:
+  """PPO's clipped surrogate, -mean_t(min(r_t * adv_t, clip(r_t, 1 +- epsilon) * adv_t)); [T] inputs."""
+  _check_ranks({'prob_ratios_t': (prob_ratios_t, 1), 'adv_t': (adv_t, 1)})
+  adv_t = jax.lax.select(use_stop_gradient, jax.lax.stop_gradient(adv_t), adv_t)
+  clipped_ratios_t = jnp.clip(prob_ratios_t, 1. - epsilon, 1. + epsilon)
+  return -jnp.mean(jnp.fmin(prob_ratios_t * adv_t, clipped_ratios_t * adv_t))
+
+
+def truncated_generalized_advantage_estimation(r_t: jax.Array, discount_t: jax.Array, lambda_: Any,
+                                               values: jax.Array,
+                                               stop_target_gradients: bool = False) -> jax.Array:
+  """GAE advantages [T] from rewards and discounts [T] and values [T + 1] (Schulman et al. 2016)."""
+  _check_ranks({'r_t': (r_t, 1), 'discount_t': (discount_t, 1), 'values': (values, 1)})
+  lambda_ = jnp.ones_like(discount_t) * lambda_
+  delta_t = r_t + discount_t * values[1:] - values[:-1]
+
+  def backward(acc, step):
+    delta, discount, lam = step
+    acc = delta + discount * lam * acc
+    return acc, acc
+
+  _, advantage_t = jax.lax.scan(backward, 0.0, (delta_t, discount_t, lambda_), reverse=True)
+  return jax.lax.select(stop_target_gradients, jax.lax.stop_gradient(advantage_t), advantage_t)
 
 
 def _log_prob(logits: jax.Array, actions: jax.Array) -> jax.Array:
