@@ -13,6 +13,7 @@ against the network's own attention in tests/test_analysis_rollout.py).
 
 import dataclasses
 import functools
+import json
 import os
 import sys
 from typing import Any, NamedTuple, Optional, Sequence
@@ -23,8 +24,11 @@ import numpy as np
 
 from s3ta.acting.actor_core import agent_input
 from s3ta.envs.base import EnvStep
+from s3ta.envs import atari, factory  # both import EnvPool/ALE lazily, when an env is built
+from s3ta.learning import learner_core
 from s3ta.networks import AgentInput, Network, NetworkConfig, make_network
 from s3ta.networks import attention as attention_lib
+from s3ta.utils import checkpoint as checkpoint_lib
 
 ATARI_OBSERVATION_SHAPE = (210, 160, 3)
 
@@ -71,7 +75,6 @@ class EnvSettings(NamedTuple):
 
 def find_checkpoint(directory: str) -> str:
   """The newest `ckpt_<step>` in `directory` (a ckpt dir, a checkpoints dir, or a workdir)."""
-  from s3ta.utils import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(directory):
     raise FileNotFoundError(f'checkpoint directory {directory!r} does not exist.')
   if os.path.isfile(os.path.join(directory, checkpoint_lib.METADATA_FILE)):
@@ -85,8 +88,6 @@ def find_checkpoint(directory: str) -> str:
 
 
 def read_metadata(path: str) -> dict:
-  import json  # pylint: disable=g-import-not-at-top
-  from s3ta.utils import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
   with open(os.path.join(path, checkpoint_lib.METADATA_FILE)) as f:
     return json.load(f)
 
@@ -98,7 +99,6 @@ def env_settings(checkpoint: Optional[str], game: Optional[str]) -> EnvSettings:
   observation type (RGB or gray 84x84) and action set always follow the checkpoint,
   since the network only understands those.
   """
-  from s3ta.envs import atari, factory  # pylint: disable=g-import-not-at-top
   env_config = {}
   if checkpoint is not None:
     config = read_metadata(find_checkpoint(checkpoint)).get('config') or {}
@@ -118,7 +118,6 @@ def env_settings(checkpoint: Optional[str], game: Optional[str]) -> EnvSettings:
 
 
 def observation_shape(settings: EnvSettings) -> tuple[int, int, int]:
-  from s3ta.envs import atari  # pylint: disable=g-import-not-at-top
   return atari.observation_shape(settings.light_observation, settings.frame_stack)
 
 
@@ -128,7 +127,6 @@ def make_env(settings, num_envs: int = 1, seed: int = 0):
   `settings` is an EnvSettings or a game name (RGB 210x160 frames). Raises
   ValueError (one line) for an unknown game.
   """
-  from s3ta.envs import factory  # pylint: disable=g-import-not-at-top  (lazy: envpool)
   if isinstance(settings, str):
     settings = EnvSettings(settings)
   return factory.make_env({'name': 'atari', **settings._asdict()}, num_envs, seed)
@@ -196,8 +194,6 @@ def _restore_agent(path: str, num_actions: int, observation_shape: Sequence[int]
   that does not fit (another network, another game's action count) fails with
   checkpoint.restore's ValueError.
   """
-  from s3ta.learning import learner_core  # pylint: disable=g-import-not-at-top
-  from s3ta.utils import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
   metadata = read_metadata(path)
   if not metadata.get('network_config'):
     raise ValueError(f'checkpoint {path} has no network config in its metadata; cannot rebuild the network.')

@@ -11,12 +11,13 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from s3ta.envs import human_scores
+
 Normalizer = Callable[[str, float], float]  # (game, episode return) -> fraction of human
 
 
 def default_normalizer() -> Normalizer:
   """`s3ta.envs.human_scores.human_normalized_score` (1.0 = human level)."""
-  from s3ta.envs import human_scores  # pylint: disable=g-import-not-at-top
   return human_scores.human_normalized_score
 
 

@@ -17,11 +17,11 @@ from typing import Callable, Mapping, Optional, Sequence
 from s3ta.pbt.config import PBTConfig
 from s3ta.pbt import wire
 from s3ta.pbt.controller import Controller
+from s3ta.utils.metrics import MetricsWriter
 
 
 def tensorboard_writer(workdir: str, population_size: int):
   """Per-member TensorBoard scalars (`<workdir>/tensorboard/pbt_member_<m>/`) via MetricsWriter."""
-  from s3ta.utils.metrics import MetricsWriter  # pylint: disable=g-import-not-at-top
   writers = {}
 
   def write(member_id: int, name: str, value: float, step: int) -> None:

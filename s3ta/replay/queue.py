@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from s3ta.types import Trajectory
@@ -233,7 +234,6 @@ def batch_to_trajectory(data: dict, state_treedef=None) -> tuple[Trajectory, dic
 
 def time_major(trajectory: Trajectory) -> Trajectory:
   """[B, T + 1, ...] step fields → [T + 1, B, ...]; `initial_state` stays [B, ...]."""
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   fields = {k: jnp.swapaxes(getattr(trajectory, k), 0, 1) for k in STEP_FIELDS}
   return Trajectory(**fields, initial_state=trajectory.initial_state)
 
