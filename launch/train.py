@@ -133,8 +133,18 @@ def run_local(config, workdir: str) -> int:
       previous_sigint(sig, frame)
 
   signal.signal(signal.SIGINT, on_sigint)
-  printer = ProgressPrinter(_PROGRESS_S.value)
+  previous_sigterm = signal.getsignal(signal.SIGTERM)
   guard_sent = False
+  terminated = []
+
+  def on_sigterm(sig, frame):  # from outside, or the max_seconds guard below
+    if not guard_sent:
+      terminated.append(True)
+    if callable(previous_sigterm):
+      previous_sigterm(sig, frame)
+
+  signal.signal(signal.SIGTERM, on_sigterm)
+  printer = ProgressPrinter(_PROGRESS_S.value)
   while waiter.is_alive():
     waiter.join(0.5)
     monitor.poll()
@@ -142,8 +152,8 @@ def run_local(config, workdir: str) -> int:
     limit = config.max_seconds + _STARTUP_GRACE_S.value if config.max_seconds else 0
     if limit and not guard_sent and time.time() - start > limit:
       print('[launch] the program ran past max_seconds + grace: stopping it.', flush=True)
+      guard_sent = True  # before the signal: on_sigterm must not count it as an outside SIGTERM
       os.kill(os.getpid(), signal.SIGTERM)  # the worker manager stops every node
-      guard_sent = True
   monitor.poll()
   wall = time.time() - start
   checkpoint = checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(workdir))
@@ -160,6 +170,9 @@ def run_local(config, workdir: str) -> int:
   if interrupted:
     print('[launch] interrupted by the user.', flush=True)
     return 130
+  if terminated:
+    print('[launch] terminated (SIGTERM); every node stopped, the learner saved first.', flush=True)
+    return 143
   if failure:
     print(f'[launch] a node failed: {failure[0]}; see {os.path.join(workdir, "logs")}.',
           file=sys.stderr, flush=True)

@@ -153,3 +153,22 @@ def test_crashed_learner_ends_every_process(tmp_path):
     _assert_no_orphans(workdir)
   finally:
     _kill_tree(process.pid)
+
+
+def test_sigterm_to_the_launcher_saves_a_final_checkpoint_and_exits_143(tmp_path):
+  workdir = tmp_path / 'terminated'
+  process = _launch(workdir, '--config.max_learner_steps=100000', '--config.max_seconds=600',
+                    '--config.checkpoint_minutes=60')  # no periodic checkpoint after the first
+  try:
+    record = _wait_for_learner_record(workdir, process)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 143, output[-3000:]
+    assert 'Run summary' in output and 'stop reason        stop requested' in output, output[-3000:]
+    _assert_no_orphans(workdir)
+  finally:
+    _kill_tree(process.pid)
+  final = [r for r in _records(workdir) if r['label'] == 'learner' and r.get('final')]
+  steps = int(final[0]['learner_steps'])
+  assert steps >= record['learner_steps'] > 0
+  assert f'ckpt_{steps}' in os.listdir(workdir / 'checkpoints')  # written at the stop
