@@ -7,7 +7,7 @@ same signature as IMPALA's `sgd_step(state, batch) -> (state, metrics)`, so the
 single-machine trainer runs either. One call is one rollout: the values and the GAE
 advantages come from the parameters before the update (the behaviour policy's logits
 are in the batch), then `epochs` passes over `num_minibatches` minibatches of
-environments, each a jitted optimizer step. Minibatches split the environment axis, so
+environments, each a jitted optimizer step (arrays stay on the device throughout). Minibatches split the environment axis, so
 recurrent agents keep whole unrolls from their stored initial state.
 """
 
@@ -123,7 +123,7 @@ def gae(rewards: jax.Array, discounts: jax.Array, values: jax.Array,
 
 def make_ppo_update(network: Network, config: PPOConfig,
                     seed: int = 0) -> Callable[[TrainingState, Trajectory], tuple[TrainingState, dict]]:
-  """The jitted `update(state, rollout) -> (state, metrics)`: epochs x minibatches of PPO.
+  """`update(state, rollout) -> (state, metrics)`: epochs x minibatches of jitted PPO steps.
 
   `rollout` is a [T + 1, B] Trajectory (B divisible by `num_minibatches`); minibatches
   are shuffled environments, drawn from a key folded from `seed` and `state.steps`.
@@ -142,41 +142,48 @@ def make_ppo_update(network: Network, config: PPOConfig,
                     batch.behaviour_logits[:-1], advantages, returns, old_values,
                     config=config, entropy_cost=entropy_cost)
 
-  def update(state: TrainingState, rollout: Trajectory) -> tuple[TrainingState, dict]:
+  @jax.jit
+  def prepare(state: TrainingState, rollout: Trajectory):
+    """Pre-update values, GAE targets and the environment order of every minibatch."""
     num_envs = rollout.action.shape[1]
-    if num_envs % config.num_minibatches:
-      raise ValueError(f'ppo.num_minibatches ({config.num_minibatches}) must divide the '
-                       f'environments of a rollout ({num_envs}).')
-    size = num_envs // config.num_minibatches
-    old_values = unroll(state.params, rollout).value  # [T + 1, B], the pre-update values
+    old_values = unroll(state.params, rollout).value  # [T + 1, B]
     rewards = jnp.clip(rollout.reward[:-1], -config.max_abs_reward, config.max_abs_reward)
     advantages, returns = gae(rewards, config.discount * rollout.discount[:-1], old_values,
                               config.gae_lambda)
     key = jax.random.fold_in(jax.random.PRNGKey(seed), state.steps)
     order = jnp.concatenate([jax.random.permutation(k, num_envs)
                              for k in jax.random.split(key, config.epochs)])
+    return advantages, returns, old_values[:-1], order.reshape(-1, num_envs // config.num_minibatches)
 
-    def take(envs):  # the rollout, its targets and old values for these environments
-      steps = jax.tree_util.tree_map(lambda x: jnp.take(x, envs, axis=1),
-                                     rollout._replace(initial_state=()))
-      batch = steps._replace(initial_state=jax.tree_util.tree_map(
-          lambda x: jnp.take(x, envs, axis=0), rollout.initial_state))
-      pick = lambda x: jnp.take(x, envs, axis=1)
-      return batch, pick(advantages), pick(returns), pick(old_values[:-1])
+  @jax.jit
+  def minibatch_step(params, opt_state, rollout: Trajectory, targets, envs, entropy_cost):
+    """One optimizer step on the environments `envs` of the rollout."""
+    take = lambda x: jnp.take(x, envs, axis=1)
+    batch = jax.tree_util.tree_map(take, rollout._replace(initial_state=()))._replace(
+        initial_state=jax.tree_util.tree_map(lambda x: jnp.take(x, envs, axis=0),
+                                             rollout.initial_state))
+    grads, metrics = jax.grad(minibatch_loss, has_aux=True)(
+        params, batch, *map(take, targets), entropy_cost)
+    metrics['grad_norm'] = optax.global_norm(grads)
+    updates, opt_state = optimizer_.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, metrics
 
-    def step(carry, envs):
-      params, opt_state = carry
-      grads, metrics = jax.grad(minibatch_loss, has_aux=True)(
-          params, *take(envs), state.entropy_cost)
-      metrics['grad_norm'] = optax.global_norm(grads)
-      updates, opt_state = optimizer_.update(grads, opt_state, params)
-      return (optax.apply_updates(params, updates), opt_state), metrics
-
-    (params, opt_state), metrics = jax.lax.scan(
-        step, (state.params, state.opt_state), order.reshape(-1, size))
-    metrics = jax.tree_util.tree_map(jnp.mean, metrics)
+  def update(state: TrainingState, rollout: Trajectory) -> tuple[TrainingState, dict]:
+    num_envs = rollout.action.shape[1]
+    if num_envs % config.num_minibatches:
+      raise ValueError(f'ppo.num_minibatches ({config.num_minibatches}) must divide the '
+                       f'environments of a rollout ({num_envs}).')
+    *targets, order = prepare(state, rollout)
+    # A host loop of one jitted step per minibatch, not a lax.scan: XLA:CPU runs convolution
+    # gradients inside a while loop several times slower, and unrolling compiles for minutes.
+    params, opt_state, steps = state.params, state.opt_state, []
+    for i in range(order.shape[0]):
+      params, opt_state, metrics = minibatch_step(params, opt_state, rollout, targets, order[i],
+                                                  state.entropy_cost)
+      steps.append(metrics)
+    metrics = jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *steps)
     metrics['learning_rate'] = opt_state.hyperparams['learning_rate']
     metrics['nonfinite_in_a_row'], metrics['nonfinite_steps'] = optimizer.nonfinite_counts(opt_state)
     return TrainingState(params, opt_state, state.entropy_cost, state.steps + 1), metrics
 
-  return jax.jit(update)
+  return update
