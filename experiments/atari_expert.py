@@ -129,6 +129,7 @@ def ppo_defaults() -> ml_collections.ConfigDict:
   """PPO settings (s3ta/learning/ppo.py), read when single_machine.algorithm = 'ppo'; paper 002 Table 1."""
   ppo = ml_collections.ConfigDict()
   ppo.learning_rate = 2.5e-4  # Adam
+  ppo.learning_rate_decay_updates = 0  # linear anneal to 0 over this many updates (0: constant)
   ppo.adam_epsilon = 1e-5
   ppo.max_grad_norm = 0.5  # global-norm clipping
   ppo.clip_epsilon = 0.1  # probability-ratio (and value-change) clip

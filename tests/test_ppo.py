@@ -78,6 +78,15 @@ def test_update_takes_epochs_times_minibatches_steps_deterministically():
                                             jax.tree_util.tree_leaves(after.params)))
   assert float(metrics['learning_rate']) == pytest.approx(1e-3)
   assert np.isfinite(float(metrics['loss'])) and 0.0 <= float(metrics['clip_fraction']) <= 1.0
+  # Annealed over 2 updates (8 optimizer steps): the last step of the first update uses 1 - 3/8.
+  decayed = ppo.PPOConfig(learning_rate=1e-3, epochs=2, num_minibatches=2,
+                          learning_rate_decay_updates=2)
+  state2 = ppo.init_training_state(network, decayed, jax.random.PRNGKey(0))
+  update2 = ppo.make_ppo_update(network, decayed)
+  state2, m1 = update2(state2, rollout)
+  state2, m2 = update2(state2, rollout)
+  assert float(m1['learning_rate']) == pytest.approx(1e-3 * 5 / 8)
+  assert float(m2['learning_rate']) == pytest.approx(1e-3 / 8)
   with pytest.raises(ValueError, match=r'ppo.num_minibatches \(3\) must divide .* \(4\)'):
     ppo.make_ppo_update(network, ppo.PPOConfig(num_minibatches=3))(state, rollout)
 

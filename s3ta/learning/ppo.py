@@ -31,6 +31,7 @@ from s3ta.utils import rlax_import
 class PPOConfig:
   """PPO settings; defaults are paper 002's Table 1."""
   learning_rate: float = 2.5e-4  # Adam
+  learning_rate_decay_updates: int = 0  # linear anneal to 0 over this many updates (0: constant)
   adam_epsilon: float = 1e-5
   max_grad_norm: float = 0.5  # global-norm clipping
   clip_epsilon: float = 0.1  # of the probability ratio (and of the value change)
@@ -52,6 +53,9 @@ class PPOConfig:
     for name in ('epochs', 'num_minibatches'):
       if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
         raise ValueError(f'ppo.{name} must be an integer >= 1, got {getattr(self, name)!r}.')
+    if not isinstance(self.learning_rate_decay_updates, int) or self.learning_rate_decay_updates < 0:
+      raise ValueError('ppo.learning_rate_decay_updates must be an integer >= 0, got '
+                       f'{self.learning_rate_decay_updates!r}.')
     for name in ('gae_lambda', 'discount'):
       if not 0 <= getattr(self, name) <= 1:
         raise ValueError(f'ppo.{name} must be in [0, 1], got {getattr(self, name)}.')
@@ -65,13 +69,16 @@ def make_optimizer(config: PPOConfig) -> optax.GradientTransformation:
   """Global-norm clipping then Adam, with the rate and epsilon in `opt_state.hyperparams`;
   non-finite updates are skipped and counted (as in IMPALA's optimizer)."""
 
-  def clipped_adam(learning_rate, epsilon):
+  def clipped_adam(learning_rate, epsilon, learning_rate_scale):
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                       optax.adam(learning_rate, eps=epsilon))
+                       optax.adam(learning_rate * learning_rate_scale, eps=epsilon))
 
+  steps_per_update = config.epochs * config.num_minibatches  # the schedule counts optimizer steps
+  scale = (optax.linear_schedule(1.0, 0.0, config.learning_rate_decay_updates * steps_per_update)
+           if config.learning_rate_decay_updates else optax.constant_schedule(1.0))
   return optax.inject_hyperparams(optimizer.skipping_nonfinite(clipped_adam),
                                   hyperparam_dtype=jnp.float32)(
-      learning_rate=config.learning_rate, epsilon=config.adam_epsilon)
+      learning_rate=config.learning_rate, epsilon=config.adam_epsilon, learning_rate_scale=scale)
 
 
 def init_training_state(network: Network, config: PPOConfig, rng: jax.Array) -> TrainingState:
@@ -182,7 +189,8 @@ def make_ppo_update(network: Network, config: PPOConfig,
                                                   state.entropy_cost)
       steps.append(metrics)
     metrics = jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *steps)
-    metrics['learning_rate'] = opt_state.hyperparams['learning_rate']
+    metrics['learning_rate'] = (opt_state.hyperparams['learning_rate'] *
+                                opt_state.hyperparams['learning_rate_scale'])  # of the last step
     metrics['nonfinite_in_a_row'], metrics['nonfinite_steps'] = optimizer.nonfinite_counts(opt_state)
     return TrainingState(params, opt_state, state.entropy_cost, state.steps + 1), metrics
 
