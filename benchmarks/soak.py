@@ -79,21 +79,27 @@ def main(argv=None) -> int:
     print(f'error: no process with --launcher_pid={args.launcher_pid}.', file=sys.stderr)
     return 2
   rows, start = [], time.time()
+  out = open(args.csv, 'w', newline='') if args.csv else None  # pylint: disable=consider-using-with
+  writer = csv.writer(out) if out else None
+  if writer:
+    writer.writerow(['seconds', 'node', 'pid', 'rss_mib'])
   while time.time() - start < args.minutes * 60 and launcher.is_running():
     now = time.time()
-    rows.extend({'time': now, 'pid': pid, 'rss': rss} for pid, rss in sample(launcher).items())
+    samples = [{'time': now, 'pid': pid, 'rss': rss} for pid, rss in sample(launcher).items()]
+    rows.extend(samples)
+    if writer:  # row by row, so an interrupted soak keeps what it measured
+      names = node_names(args.workdir)
+      for r in samples:
+        name = 'launcher' if r['pid'] == args.launcher_pid else names.get(r['pid'], f'pid_{r["pid"]}')
+        writer.writerow([f'{now - start:.0f}', name, r['pid'], f'{r["rss"] / 2**20:.1f}'])
+      out.flush()
     time.sleep(max(0.0, args.period_s - (time.time() - now)))
+  if out:
+    out.close()
   if not rows:
     print('error: no samples taken.', file=sys.stderr)
     return 1
   names = node_names(args.workdir)
-  if args.csv:
-    with open(args.csv, 'w', newline='') as f:
-      writer = csv.writer(f)
-      writer.writerow(['seconds', 'node', 'pid', 'rss_mib'])
-      for r in rows:
-        name = 'launcher' if r['pid'] == args.launcher_pid else names.get(r['pid'], f'pid_{r["pid"]}')
-        writer.writerow([f'{r["time"] - rows[0]["time"]:.0f}', name, r['pid'], f'{r["rss"] / 2**20:.1f}'])
   minutes = (rows[-1]['time'] - rows[0]['time']) / 60
   print(f'{minutes:.1f} min sampled, growth after {args.warmup_minutes:g} min of warm-up:')
   for name, first, last, growth in growth_table(rows, names, args.launcher_pid,

@@ -77,7 +77,11 @@ def _prepare_workdir(workdir: str) -> dict:
 
 
 def _leftover_processes(root_pid: int, workdir: str) -> list:
+  """This run's node processes still alive: our descendants, and Launchpad nodes whose job file
+  lies in `<workdir>/tmp` (orphans). Other processes that name the workdir (a `tail -f` of its
+  log, TensorBoard, a soak benchmark) are left alone."""
   import psutil  # pylint: disable=g-import-not-at-top
+  job_files = os.path.join(os.path.abspath(workdir), 'tmp') + os.sep
   found = {}
   ancestors = {p.pid for p in psutil.Process(root_pid).parents()} | {root_pid}
   try:
@@ -87,7 +91,10 @@ def _leftover_processes(root_pid: int, workdir: str) -> list:
     pass
   for p in psutil.process_iter(['pid', 'cmdline']):
     try:
-      if p.pid not in ancestors and any(workdir in arg for arg in (p.info['cmdline'] or [])):
+      cmdline = p.info['cmdline'] or []
+      is_node = (any('launchpad' in arg for arg in cmdline)
+                 and any(arg.startswith(job_files) for arg in cmdline))
+      if p.pid not in ancestors and is_node:
         found[p.pid] = p
     except (psutil.NoSuchProcess, psutil.AccessDenied):
       pass
