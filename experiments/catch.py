@@ -93,6 +93,7 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.single_machine.policy_lag = 0  # synchronous (A2C-like) updates
   config.single_machine.progress_period_s = 10.0  # seconds between progress lines
   config.ppo = atari_expert.ppo_defaults()  # single_machine.algorithm = 'ppo' only
+  config.ppo.learning_rate_decay_updates = 1563  # to 0 at max_frames (320 frames an update)
 
   config.evaluator = ml_collections.ConfigDict()
   config.evaluator.enabled = True  # periodic evaluation on fresh environments
