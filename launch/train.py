@@ -177,7 +177,8 @@ def run_local(config, workdir: str) -> int:
   if interrupted:
     print('[launch] interrupted by the user.', flush=True)
     return 130
-  if terminated:
+  if terminated and monitor.stop_reason() in (None, 'stop requested'):
+    # (Launchpad also signals the launcher when the learner ends the program itself.)
     print('[launch] terminated (SIGTERM); every node stopped, the learner saved first.', flush=True)
     return 143
   if failure:

@@ -77,8 +77,11 @@ class ExploitProbe:
         time.sleep(0.5)  # the controller writes the event after set_state returned
         event = events[-1]
         recipient, donor = self._learners[0].get_state(), self._learners[1].get_state()
-        leaves_r = jax.tree_util.tree_leaves(recipient)
-        leaves_d = jax.tree_util.tree_leaves(donor)
+        # Weights and optimizer moments are the donor's; the injected hyperparameters inside the
+        # optimizer state are the recipient's own (checked below), so they are left out here.
+        moments = lambda s: (s['params'], s['opt_state'].count, s['opt_state'].inner_state)
+        leaves_r = jax.tree_util.tree_leaves(moments(recipient))
+        leaves_d = jax.tree_util.tree_leaves(moments(donor))
         equal = len(leaves_r) == len(leaves_d) and all(
             np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(leaves_r, leaves_d))
         hyperparams = self._learners[0].get_hyperparams()
