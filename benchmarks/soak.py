@@ -22,21 +22,35 @@ import time
 import psutil
 
 
-def node_names(workdir: str) -> dict:
-  """{pid: label} from the records of metrics.jsonl (the latest label wins)."""
-  names = {}
-  path = os.path.join(workdir, 'metrics.jsonl')
-  if not os.path.exists(path):
-    return names
-  with open(path) as f:
-    for line in f:
+class NodeNames:
+  """{pid: label} from the records of metrics.jsonl, reading only what was appended since."""
+
+  def __init__(self, workdir: str):
+    self._path = os.path.join(workdir, 'metrics.jsonl')
+    self._offset = 0
+    self.names: dict = {}
+
+  def update(self) -> dict:
+    if not os.path.exists(self._path):
+      return self.names
+    with open(self._path, 'rb') as f:
+      f.seek(self._offset)
+      data = f.read()
+    end = data.rfind(b'\n') + 1  # complete lines only
+    self._offset += end
+    for line in data[:end].decode('utf-8', 'replace').splitlines():
       try:
         record = json.loads(line)
       except json.JSONDecodeError:
         continue
       if 'pid' in record and 'label' in record:
-        names[int(record['pid'])] = record['label']
-  return names
+        self.names[int(record['pid'])] = record['label']  # the latest label wins
+    return self.names
+
+
+def node_names(workdir: str) -> dict:
+  """{pid: label} from the whole of metrics.jsonl."""
+  return NodeNames(workdir).update()
 
 
 def sample(launcher: psutil.Process) -> dict:
@@ -79,6 +93,7 @@ def main(argv=None) -> int:
     print(f'error: no process with --launcher_pid={args.launcher_pid}.', file=sys.stderr)
     return 2
   rows, start = [], time.time()
+  names_reader = NodeNames(args.workdir)
   out = open(args.csv, 'w', newline='') if args.csv else None  # pylint: disable=consider-using-with
   writer = csv.writer(out) if out else None
   if writer:
@@ -88,7 +103,7 @@ def main(argv=None) -> int:
     samples = [{'time': now, 'pid': pid, 'rss': rss} for pid, rss in sample(launcher).items()]
     rows.extend(samples)
     if writer:  # row by row, so an interrupted soak keeps what it measured
-      names = node_names(args.workdir)
+      names = names_reader.update()
       for r in samples:
         name = 'launcher' if r['pid'] == args.launcher_pid else names.get(r['pid'], f'pid_{r["pid"]}')
         writer.writerow([f'{now - start:.0f}', name, r['pid'], f'{r["rss"] / 2**20:.1f}'])
@@ -99,7 +114,7 @@ def main(argv=None) -> int:
   if not rows:
     print('error: no samples taken.', file=sys.stderr)
     return 1
-  names = node_names(args.workdir)
+  names = names_reader.update()
   minutes = (rows[-1]['time'] - rows[0]['time']) / 60
   print(f'{minutes:.1f} min sampled, growth after {args.warmup_minutes:g} min of warm-up:')
   for name, first, last, growth in growth_table(rows, names, args.launcher_pid,

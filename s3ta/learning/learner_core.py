@@ -84,14 +84,11 @@ class LearnerConfig:
 
 def make_optimizer(config: LearnerConfig) -> optax.GradientTransformation:
   """The optax transform of `config`: injected TF1 RMSProp with the configured anneal."""
-  if config.learning_rate_decay_steps:
-    scale = optax.linear_schedule(1.0, 0.0, config.learning_rate_decay_steps,
-                                  transition_begin=config.learning_rate_decay_begin)
-  else:
-    scale = optax.constant_schedule(1.0)
   return optimizer.injected_rmsprop(
       learning_rate=config.learning_rate, epsilon=config.rmsprop_epsilon,
-      grad_clip=config.grad_clip, learning_rate_scale=scale, decay=config.rmsprop_decay,
+      grad_clip=config.grad_clip,
+      learning_rate_scale=optimizer.linear_anneal(config.learning_rate_decay_steps,
+                                                  config.learning_rate_decay_begin), decay=config.rmsprop_decay,
       momentum=config.rmsprop_momentum, initial_scale=config.rmsprop_initial_scale,
       clip_mode=config.grad_clip_mode)
 
@@ -136,7 +133,7 @@ def trajectory_loss(params, network: Network, config: LearnerConfig, batch: Traj
   steps = [batch.prev_action, batch.prev_reward, batch.is_first, batch.action, batch.reward,
            batch.discount]
   chex.assert_rank(steps, 2)
-  chex.assert_equal_shape(steps + [batch.observation[..., 0, 0, 0], batch.behaviour_logits[..., 0]])
+  chex.assert_equal_shape_prefix(steps + [batch.observation, batch.behaviour_logits], 2)
   chex.assert_type([batch.observation, batch.action, batch.reward, batch.discount],
                    [jnp.uint8, int, float, float])
   inputs = AgentInput(batch.observation, batch.prev_action, batch.prev_reward, batch.is_first)

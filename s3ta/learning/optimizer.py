@@ -45,6 +45,13 @@ def rmsprop(learning_rate, epsilon, grad_clip=None, *, decay: float, momentum: f
   return optax.chain(*parts)
 
 
+def linear_anneal(steps: int, begin: int = 0) -> Callable:
+  """Scale 1 -> 0 linearly over `steps` optimizer steps from step `begin`; constant 1 if steps is 0."""
+  if not steps:
+    return optax.constant_schedule(1.0)
+  return optax.linear_schedule(1.0, 0.0, steps, transition_begin=begin)
+
+
 def injected_rmsprop(*, learning_rate: float, epsilon: float, grad_clip: float,
                      learning_rate_scale: Callable, **static) -> optax.GradientTransformation:
   """`rmsprop` under `optax.inject_hyperparams` (float32 hyperparameters).

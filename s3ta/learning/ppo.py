@@ -74,8 +74,7 @@ def make_optimizer(config: PPOConfig) -> optax.GradientTransformation:
                        optax.adam(learning_rate * learning_rate_scale, eps=epsilon))
 
   steps_per_update = config.epochs * config.num_minibatches  # the schedule counts optimizer steps
-  scale = (optax.linear_schedule(1.0, 0.0, config.learning_rate_decay_updates * steps_per_update)
-           if config.learning_rate_decay_updates else optax.constant_schedule(1.0))
+  scale = optimizer.linear_anneal(config.learning_rate_decay_updates * steps_per_update)
   return optax.inject_hyperparams(optimizer.skipping_nonfinite(clipped_adam),
                                   hyperparam_dtype=jnp.float32)(
       learning_rate=config.learning_rate, epsilon=config.adam_epsilon, learning_rate_scale=scale)

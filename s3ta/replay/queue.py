@@ -197,10 +197,10 @@ class BatchSampler:
     try:
       sample = next(self._iterator)
     except StopIteration:  # no data within the timeout
-      self.close()
+      self._dataset = self._iterator = None
       return None
     except Exception:  # pylint: disable=broad-except  (Reverb unavailable)
-      self.close()
+      self._dataset = self._iterator = None
       if not self._should_stop():
         self._failures += 1
         if self._failures > self._max_failures:
