@@ -1,4 +1,4 @@
-"""The launchers' command-line parsing: a bad flag or `--config.<key>` override is one line, exit 2.
+"""The launchers' command-line checks: a bad flag, `--config.<key>` override or workdir is one line, exit 2.
 
 absl reports a malformed flag value with a FATAL line and exit 1, and ml_collections
 reports an unknown config key with an AttributeError traceback. `parse_flags` (given to
@@ -7,8 +7,10 @@ or key and, for an unknown key, the closest valid keys at that level.
 """
 
 import difflib
+import os
 import runpy
 import sys
+import tempfile
 from typing import Optional, Sequence
 
 from absl import flags
@@ -65,3 +67,17 @@ def _first_line(error: Exception) -> str:
   if len(text) > 1 and text[0] == text[-1] and text[0] in '"\'':  # KeyError-style quoting
     text = text[1:-1]
   return text.splitlines()[0]
+
+
+def check_workdir(workdir: str, network_config) -> None:
+  """Before a launch: `workdir` is creatable and writable, and its latest checkpoint (if any)
+  decodes and was written for `network_config`. Raises ValueError (one sentence) otherwise,
+  having changed nothing but creating the directory."""
+  from s3ta.utils import checkpoint  # pylint: disable=g-import-not-at-top
+  try:
+    os.makedirs(workdir, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=workdir, prefix='.write-test-'):
+      pass
+  except OSError as e:
+    raise ValueError(f'workdir {workdir!r} is not a writable directory ({e.strerror or e}).') from e
+  checkpoint.check_restorable(checkpoint.checkpoint_dir(workdir), network_config)

@@ -14,6 +14,8 @@ from typing import Optional
 
 from s3ta.utils import metrics
 
+_CARRIED_KEYS = ('frames', 'episodes')
+
 
 class RunMonitor:
   """Incrementally reads metrics.jsonl (from its size at construction, unless `from_start`)."""
@@ -30,6 +32,8 @@ class RunMonitor:
     self._final_learner: Optional[dict] = None  # bounded state only: first/latest per label
     self.return_window = return_window  # episodes behind the reported mean return
     self._returns = collections.deque(maxlen=1000)  # (count, mean) windows, newest last
+    # Frames and episodes of a label's earlier worker processes (a restarted actor counts from 0).
+    self._carried: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 
   def poll(self) -> int:
     """Reads complete new lines; returns how many records arrived."""
@@ -49,6 +53,10 @@ class RunMonitor:
       except json.JSONDecodeError:
         continue
       label = record.get('label', '?')
+      previous = self.latest.get(label)
+      if previous is not None and previous.get('pid') != record.get('pid'):
+        for key in _CARRIED_KEYS:  # a restarted worker: keep what the dead one produced
+          self._carried[label][key] += previous.get(key, 0)
       self.first.setdefault(label, record)
       self.latest[label] = record
       if label == 'learner' and record.get('final'):
@@ -59,7 +67,23 @@ class RunMonitor:
     return count
 
   def actors(self) -> list[dict]:
-    return [r for label, r in sorted(self.latest.items()) if label.startswith('actor_')]
+    """The latest record of each actor, with frames and episodes of its restarted workers added."""
+    return [dict(r, **{k: r.get(k, 0) + self._carried[label][k] for k in _CARRIED_KEYS})
+            for label, r in sorted(self.latest.items()) if label.startswith('actor_')]
+
+  def supervision(self) -> Optional[dict]:
+    """{'alive', 'nodes', 'restarts', 'degraded'} over supervised actors, None before any record."""
+    from launch.supervision import SUPERVISOR_PREFIX  # pylint: disable=g-import-not-at-top
+    records = [r for label, r in self.latest.items()
+               if label.startswith(SUPERVISOR_PREFIX + 'actor_')]
+    if not records:
+      return None
+    return dict(alive=sum(int(r.get('alive', 0)) for r in records), nodes=len(records),
+                restarts=sum(int(r.get('restarts', 0)) for r in self.latest.values()
+                             if r.get('label', '').startswith(SUPERVISOR_PREFIX)),
+                degraded=sorted(r['label'][len(SUPERVISOR_PREFIX):] for r in self.latest.values()
+                                if r.get('label', '').startswith(SUPERVISOR_PREFIX)
+                                and r.get('degraded')))
 
   def snapshot(self) -> dict:
     """Totals right now: frames, learner steps, episodes, mean return, queue fill, lag."""
@@ -99,7 +123,8 @@ class RunMonitor:
     for label in actors:
       first, last = self.first[label], self.latest[label]
       if 'frames' in first and 'frames' in last and last['time'] > first['time']:
-        spans.append((first['time'], first['frames'], last['time'], last['frames']))
+        spans.append((first['time'], first['frames'], last['time'],
+                      last['frames'] + self._carried[label]['frames']))
     if not spans:
       return None
     return float(sum((f1 - f0) / max(t1 - t0, 1e-9) for t0, f0, t1, f1 in spans))
@@ -114,7 +139,7 @@ class RunMonitor:
     s = self.snapshot()
     return dict(frames=s['frames'], learner_steps=s['learner_steps'], episodes=s['episodes'],
                 mean_return=s['mean_return'], queue_fill=s['queue_fill'],
-                policy_lag=s['policy_lag'])
+                policy_lag=s['policy_lag'], actors=self.supervision())
 
 
 def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]) -> str:
@@ -141,6 +166,11 @@ def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]
                  f'{int(ev.get("episodes", 0))} episodes ({int(ev.get("truncated", 0))} cut), '
                  f'params v{int(ev.get("param_version", -1))}'
                  + (f', human-normalised {100 * hns:.1f}%' if hns is not None else ''))
+  supervision = monitor.supervision()
+  if supervision:
+    lines.append(f'  worker restarts    {supervision["restarts"]}'
+                 + (f' (restart budget spent, left down: {", ".join(supervision["degraded"])})'
+                    if supervision['degraded'] else ''))
   lines.append(f'  checkpoint         {checkpoint or "none"}')
   lines.append('=' * 72)
   return '\n'.join(lines)

@@ -48,6 +48,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from launch import cli
+from launch import isolation  # defines --network
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'PBT experiment config file (experiments/pbt_*.py).')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory (controller state, member subdirs, logs).')
@@ -225,6 +226,8 @@ def main(argv) -> int:
     print(f'launch.pbt: invalid config: {e}', file=sys.stderr)
     return 2
   workdir = os.path.abspath(workdir)
+  if isolation.NETWORK.value == 'isolated':  # servers reachable from loopback only
+    isolation.isolate('launch.pbt', sys.argv[1:])
   os.makedirs(workdir, exist_ok=True)
   # Traps 5 and 6: Launchpad logs and job files go into the workdir, not /tmp.
   os.environ.setdefault('LAUNCHPAD_LOGGING_DIR', os.path.join(workdir, 'logs'))

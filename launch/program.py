@@ -11,6 +11,10 @@ Nodes (each its own process under `local_mp`):
 - `actor` x N: an EnvPool batch + CPU-jitted policy each, one PRNG key each.
 - `evaluator` (optional): periodic episodes with the latest parameters.
 
+Actor and evaluator nodes are `launch.supervision.Supervisor`s: the worker runs in a
+child process that is restarted (backoff, `config.max_restarts` per node) when it dies,
+so a crashed or killed actor does not end the run. A learner or replay death does.
+
 Everything a node needs is built inside it by the module-level `build_*` functions
 (shared with `launch/pbt.py`), bound to this program's arguments with
 `functools.partial`; only the config, workdir and env spec cross processes (each
@@ -20,6 +24,7 @@ Every node writes metrics to `<workdir>/metrics.jsonl` (`s3ta.utils.metrics`).
 
 import functools
 import os
+import threading
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -44,6 +49,10 @@ def validate_config(config) -> None:
     raise ValueError(f'config.param_timeout_s must be > 0, got {config.param_timeout_s!r}.')
   if config.sample_timeout_ms < 1:
     raise ValueError(f'config.sample_timeout_ms must be >= 1, got {config.sample_timeout_ms!r}.')
+  if not isinstance(config.max_restarts, int) or config.max_restarts < 0:
+    raise ValueError(f'config.max_restarts must be an int >= 0, got {config.max_restarts!r}.')
+  if config.restart_backoff_s < 0:
+    raise ValueError(f'config.restart_backoff_s must be >= 0, got {config.restart_backoff_s!r}.')
   if config.queue_size < config.batch_size:
     raise ValueError(f'config.queue_size ({config.queue_size}) must be >= config.batch_size '
                      f'({config.batch_size}): the learner could never fill a batch.')
@@ -127,28 +136,52 @@ def build_learner(config, workdir: str, network_fn: Callable[[], Any], replay_cl
   return learner
 
 
+def _node_stop_event(stop_event: Optional[threading.Event]) -> threading.Event:
+  """`stop_event`, or the Launchpad node's own (the builder runs inside a node process)."""
+  if stop_event is not None:
+    return stop_event
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
+  return lp.stop_event()
+
+
+def restart_seed(seed: int, attempt: int) -> int:
+  """The seed a restarted worker (attempt n > 0) derives its env seeds from: a fresh stream."""
+  return int(seed) + 7_919 * int(attempt)
+
+
+def restart_key(key: np.ndarray, attempt: int) -> np.ndarray:
+  """A worker's PRNG key for `attempt` (unchanged for the first; folded in for restarts)."""
+  if not attempt:
+    return key
+  import jax  # pylint: disable=g-import-not-at-top
+  return np.asarray(jax.random.fold_in(key, attempt))
+
+
 def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: int,
                 replay_client, learner_client, *, env_config=None, label: Optional[str] = None,
-                on_episodes: Optional[Callable[[list], Optional[dict]]] = None):
+                on_episodes: Optional[Callable[[list], Optional[dict]]] = None,
+                stop_event: Optional[threading.Event] = None, attempt: int = 0):
   """Actor `actor_id` of `config`, logging into `workdir` as `label` (default `actor_<id>`).
 
   Args:
     env_config: the env settings of this actor (default `config.env`; PBT: a per-actor game).
     on_episodes: the `Actor`'s finished-episode hook.
+    stop_event: ends the actor when set (default: the Launchpad node's).
+    attempt: 0, or the restart number of a supervised worker (its own PRNG and env seeds).
   """
-  import launchpad as lp  # pylint: disable=g-import-not-at-top
   from s3ta.acting.actor import Actor, CourierParamsSource  # pylint: disable=g-import-not-at-top
   from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
   from s3ta.replay import TrajectoryQueueWriter  # pylint: disable=g-import-not-at-top
-  stop_event = lp.stop_event()
+  stop_event = _node_stop_event(stop_event)
   num_envs = config.env.num_envs
   env_config = config.env if env_config is None else env_config
-  env = factory.make_env(env_config, num_envs, actor_env_seed(config.seed, actor_id, num_envs))
+  env = factory.make_env(env_config, num_envs,
+                         actor_env_seed(restart_seed(config.seed, attempt), actor_id, num_envs))
   writer = TrajectoryQueueWriter(replay_client, config.actor_max_in_flight_items,
                                  should_stop=stop_event.is_set)
   return Actor(actor_id, env, network_fn(), CourierParamsSource(learner_client), writer,
                unroll_length=config.unroll_length,
-               rng_key=actor_keys(config.seed, config.num_actors)[actor_id],
+               rng_key=restart_key(actor_keys(config.seed, config.num_actors)[actor_id], attempt),
                param_refresh_steps=config.param_refresh_steps, should_stop=stop_event.is_set,
                logger=metrics_lib.record_logger(workdir, label or f'actor_{actor_id}', 'env_steps',
                                           'frames'),
@@ -156,25 +189,39 @@ def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: i
                frames_per_step=factory.frames_per_step(env_config), on_episodes=on_episodes)
 
 
-def build_evaluator(config, workdir: str, network_fn: Callable[[], Any], learner_client):
-  """The periodic evaluator of `config`, logging into `workdir`."""
-  import launchpad as lp  # pylint: disable=g-import-not-at-top
+def build_evaluator(config, workdir: str, network_fn: Callable[[], Any], learner_client, *,
+                    stop_event: Optional[threading.Event] = None, attempt: int = 0):
+  """The periodic evaluator of `config`, logging into `workdir` (arguments as `build_actor`)."""
   from s3ta.acting.actor import CourierParamsSource  # pylint: disable=g-import-not-at-top
   from s3ta.acting.evaluator import Evaluator  # pylint: disable=g-import-not-at-top
   from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
-  stop_event = lp.stop_event()
+  stop_event = _node_stop_event(stop_event)
   ev = config.evaluator
   # The env's own limit stays the game's; the evaluator cuts (and flags) longer episodes.
   env = factory.make_env(config.env, ev.num_envs,
-                         actor_env_seed(config.seed, config.num_actors, config.env.num_envs))
+                         actor_env_seed(restart_seed(config.seed, attempt), config.num_actors,
+                                        config.env.num_envs))
+  rng_key = actor_keys(config.seed, config.num_actors)[config.num_actors + 1]
   return Evaluator(env, network_fn(), CourierParamsSource(learner_client),
-                   game=factory.game(config.env),
-                   rng_key=actor_keys(config.seed, config.num_actors)[config.num_actors + 1],
+                   game=factory.game(config.env), rng_key=restart_key(rng_key, attempt),
                    period_s=ev.period_s, num_episodes=ev.num_episodes, greedy=ev.greedy,
                    max_episode_steps=ev.max_episode_steps, should_stop=stop_event.is_set,
-                   wait=lp.wait_for_stop,
+                   wait=stop_event.wait,
                    logger=metrics_lib.record_logger(workdir, 'evaluator', 'param_version',
                                               tensorboard=True))
+
+
+def build_supervisor(config, workdir: str, name: str, build_worker: Callable, *args):
+  """A node body that runs `build_worker(*args)` in a restarted child (`launch.supervision`).
+
+  `args` are the builder's positional arguments after Launchpad dereferenced them
+  (Reverb and courier clients pickle as their addresses).
+  """
+  from launch import supervision  # pylint: disable=g-import-not-at-top
+  return supervision.Supervisor(
+      name, functools.partial(build_worker, *args), max_restarts=config.max_restarts,
+      backoff_s=config.restart_backoff_s,
+      logger=metrics_lib.record_logger(workdir, supervision.SUPERVISOR_PREFIX + name, 'restarts'))
 
 
 # ------------------------------------------------------------------ the program
@@ -196,6 +243,7 @@ def make_program(config, workdir: str):
                                          stop_program=lp.stop)
   build_actor_node = functools.partial(build_actor, config, workdir, network_fn)
   build_evaluator_node = functools.partial(build_evaluator, config, workdir, network_fn)
+  supervised = functools.partial(build_supervisor, config, workdir)
 
   program = lp.Program('s3ta')
   with program.group('replay'):
@@ -206,10 +254,11 @@ def make_program(config, workdir: str):
   learner.set_client_kwargs(call_timeout=float(config.param_timeout_s))
   with program.group('actor'):
     for actor_id in range(config.num_actors):
-      program.add_node(lp.PyClassNode(build_actor_node, actor_id, replay, learner))
+      program.add_node(lp.PyClassNode(supervised, f'actor_{actor_id}', build_actor_node,
+                                      actor_id, replay, learner))
   if config.evaluator.enabled:
     with program.group('evaluator'):
-      program.add_node(lp.PyClassNode(build_evaluator_node, learner))
+      program.add_node(lp.PyClassNode(supervised, 'evaluator', build_evaluator_node, learner))
   return program
 
 

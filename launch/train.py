@@ -12,6 +12,10 @@ Cluster (Vertex AI through XManager, Launchpad 0.5.2's cluster launch type; need
   python -m launch.train --config=experiments/atari_expert.py --workdir=gs://BUCKET/run \
       --launch_type=vertex_ai
 
+A local run lives in a private network namespace with only a loopback interface
+(`--network=isolated`, the default; launch/isolation.py), so no other machine can
+reach its Reverb and courier ports.
+
 Per-node resources come from `config.resources` (actors CPU-only, learner with
 an accelerator). The config is validated before anything starts; a bad value
 prints one error line and exits with status 2. While a local run goes, a
@@ -38,6 +42,7 @@ from absl import app, flags  # pylint: disable=g-import-not-at-top
 from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
 
 from launch import cli  # pylint: disable=g-import-not-at-top
+from launch import isolation  # pylint: disable=g-import-not-at-top  (defines --network)
 
 _CONFIG = config_flags.DEFINE_config_file(
     'config', None, 'Experiment config file, e.g. experiments/smoke.py[:arg].')
@@ -225,6 +230,12 @@ def main(argv):
   if _LAUNCH_TYPE.value == 'vertex_ai':
     sys.exit(run_vertex_ai(config, _WORKDIR.value))
   workdir = os.path.abspath(_WORKDIR.value)
+  try:
+    cli.check_workdir(workdir, config.network.to_dict())
+  except ValueError as e:
+    _error(str(e))
+  if isolation.NETWORK.value == 'isolated':
+    isolation.isolate('launch.train', sys.argv[1:])
   _prepare_workdir(workdir)
   sys.exit(run_local(config, workdir))
 

@@ -490,6 +490,11 @@ def main(argv) -> None:
     validate_config(config)
   except ValueError as e:
     _exit_error(f'invalid config: {e}')
+  from launch import cli  # pylint: disable=g-import-not-at-top
+  try:
+    cli.check_workdir(os.path.abspath(workdir), config.network.to_dict())
+  except ValueError as e:
+    _exit_error(str(e))
 
   logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)  # no 'rocm'/'tpu' INFO lines
   stop = threading.Event()

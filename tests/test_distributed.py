@@ -15,6 +15,8 @@ import time
 import psutil
 import pytest
 
+from launch import isolation
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 pytestmark = pytest.mark.distributed
@@ -155,12 +157,41 @@ def test_crashed_learner_ends_every_process(tmp_path):
     _kill_tree(process.pid)
 
 
+def _is_loopback(hex_address: str) -> bool:
+  """A /proc/net/tcp{,6} local address (hex, 32-bit words in host order) is 127.x or ::1."""
+  raw = bytes.fromhex(hex_address)
+  words = b''.join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # -> network order
+  if len(words) == 4:
+    return words[0] == 127
+  return words == bytes(15) + b'\x01' or (words[:12] == bytes(10) + b'\xff\xff'
+                                          and words[12] == 127)
+
+
+def _listeners(pid: int) -> list:
+  """(interfaces of the process's network namespace, local address) of its listening sockets."""
+  found = []
+  ifaces = isolation.interfaces(str(pid))
+  for table in ('tcp', 'tcp6'):
+    with open(f'/proc/{pid}/net/{table}') as f:
+      for line in f.readlines()[1:]:
+        fields = line.split()
+        if fields[3] == '0A':  # TCP_LISTEN
+          found.append((ifaces, fields[1].split(':')[0]))
+  return found
+
+
 def test_sigterm_to_the_launcher_saves_a_final_checkpoint_and_exits_143(tmp_path):
   workdir = tmp_path / 'terminated'
   process = _launch(workdir, '--config.max_learner_steps=100000', '--config.max_seconds=600',
                     '--config.checkpoint_minutes=60')  # no periodic checkpoint after the first
   try:
     record = _wait_for_learner_record(workdir, process)
+    # Every server of the run (Reverb, courier) is reachable from this machine's loopback
+    # only: it listens on a loopback address, or in a namespace whose only interface is lo.
+    listeners = [(p.pid, *found) for p in _run_processes(workdir) for found in _listeners(p.pid)]
+    assert len(listeners) >= 2, listeners  # the Reverb server and the learner's courier
+    exposed = [x for x in listeners if x[1] != ['lo'] and not _is_loopback(x[2])]
+    assert not exposed, exposed
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 143, output[-3000:]
@@ -172,3 +203,30 @@ def test_sigterm_to_the_launcher_saves_a_final_checkpoint_and_exits_143(tmp_path
   steps = int(final[0]['learner_steps'])
   assert steps >= record['learner_steps'] > 0
   assert f'ckpt_{steps}' in os.listdir(workdir / 'checkpoints')  # written at the stop
+
+
+def test_sigkilled_actor_is_restarted_and_the_run_ends_normally(tmp_path):
+  """An actor's worker process killed mid-run is restarted; learning goes on; exit 0."""
+  workdir = tmp_path / 'restarted'
+  process = _launch(workdir, '--config.max_learner_steps=150', '--config.max_seconds=600')
+  try:
+    killed_at = _wait_for_learner_record(workdir, process)
+    actor = [r for r in _records(workdir) if r['label'] == 'actor_0'][-1]
+    os.kill(int(actor['pid']), signal.SIGKILL)
+    output, _ = process.communicate(timeout=240)
+    assert process.returncode == 0, output[-3000:]
+    assert 'stop reason        max_learner_steps' in output, output[-3000:]
+    assert 'worker restarts    1\n' in output, output[-3000:]
+    assert 'actors 2/2 alive, 1 restart' in output, output[-3000:]
+    _assert_no_orphans(workdir)
+  finally:
+    _kill_tree(process.pid)
+  records = _records(workdir)
+  supervisor = [r for r in records if r['label'] == 'supervisor.actor_0']
+  assert [r.get('exit_code') for r in supervisor if 'exit_code' in r][0] == -signal.SIGKILL
+  assert max(r['restarts'] for r in supervisor) == 1
+  restarted = [r for r in records if r['label'] == 'actor_0' and r['pid'] != actor['pid']]
+  assert restarted and restarted[-1]['frames'] > 0  # the new worker acted ...
+  assert max(r['param_version'] for r in restarted) > killed_at['learner_steps']  # ... on new params
+  learner = [r for r in records if r['label'] == 'learner']
+  assert learner[-1]['learner_steps'] == 150 > killed_at['learner_steps']  # learning went on

@@ -90,3 +90,57 @@ def test_cluster_program_and_resources_are_valid():
   else:
     resources = program_lib.xm_resources(config, REPO, os.path.join(REPO, 'requirements.txt'))
     assert set(resources) == set(groups)
+
+
+def _train_single(workdir, *args, timeout=120):
+  env = dict(os.environ, JAX_PLATFORMS='cpu')
+  return subprocess.run(
+      [sys.executable, '-m', 'launch.train_single', '--config=experiments/catch.py',
+       f'--workdir={workdir}', *args], cwd=REPO, env=env, capture_output=True, text=True,
+      timeout=timeout)
+
+
+def _write_checkpoints(workdir):
+  """A corrupt newest checkpoint (truncated JSON, garbage state) over a good older one."""
+  from s3ta.utils import checkpoint  # pylint: disable=g-import-not-at-top
+  directory = checkpoint.checkpoint_dir(str(workdir))
+  checkpoint.save(directory, 3, {'w': [1.0, 2.0]}, network_config={'kind': 'other'})
+  corrupt = os.path.join(directory, 'ckpt_5')
+  os.makedirs(corrupt)
+  for name, data in (('metadata.json', b'{"format": 3, "leaves": {'), ('state.msgpack', b'\x00\x01')):
+    with open(os.path.join(corrupt, name), 'wb') as f:
+      f.write(data)
+  return directory
+
+
+def _snapshot(directory):
+  return {os.path.join(root, name): open(os.path.join(root, name), 'rb').read()
+          for root, _, names in os.walk(directory) for name in names}
+
+
+@pytest.mark.parametrize('launcher', [_train, _train_single])
+def test_unwritable_workdir_and_bad_checkpoints_are_one_line_exit_2(tmp_path, launcher):
+  (tmp_path / 'a_file').write_text('not a directory')
+  result = launcher(tmp_path / 'a_file' / 'run')
+  errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
+  assert "is not a writable directory (Not a directory)" in errors[0]
+
+  workdir = tmp_path / 'run'
+  directory = _write_checkpoints(workdir)
+  before = _snapshot(directory)
+  result = launcher(workdir)
+  errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
+  assert f'Checkpoint {directory}/ckpt_5 is corrupt (JSONDecodeError' in errors[0]
+  assert 'move it out of the checkpoints directory' in errors[0]
+  assert _snapshot(directory) == before  # nothing overwritten or removed
+
+  os.rename(os.path.join(directory, 'ckpt_5'), tmp_path / 'ckpt_5')  # as the error suggests
+  result = launcher(workdir)  # ckpt_3 decodes, but was written for another network
+  errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
+  assert 'ckpt_3 does not fit the requested state: network config differs: ' in errors[0]
+  assert "kind: checkpoint 'other' vs requested 's3ta'" in errors[0]
+  assert _snapshot(directory) == {k: v for k, v in before.items() if '/ckpt_5/' not in k}
+  assert not os.path.exists(workdir / 'logs') and not os.path.exists(workdir / 'metrics.jsonl')

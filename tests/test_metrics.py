@@ -65,6 +65,9 @@ def test_format_progress():
   assert metrics.format_progress(frames=0, frames_per_s=0.0, learner_steps=0,
                                  learner_steps_per_s=0.0, episodes=0) == (
                                      'frames 0 (0/s) | learner 0 steps (0.0/s) | episodes 0')
+  assert metrics.format_progress(
+      frames=0, frames_per_s=0.0, learner_steps=0, learner_steps_per_s=0.0, episodes=0,
+      actors={'alive': 3, 'nodes': 4, 'restarts': 2}).endswith('| actors 3/4 alive, 2 restarts')
 
 
 def test_progress_printer_rate_limits_and_computes_rates():

@@ -37,3 +37,26 @@ def test_monitor_reads_totals_rate_and_the_stop_reason_without_keeping_every_rec
   assert monitor.stop_reason() == 'non-finite'
   assert 'stop reason        non-finite' in monitor_lib.format_summary(monitor, 1.0, None)
   assert not hasattr(monitor, 'records')  # memory stays bounded on long runs
+
+
+def test_restarted_actor_keeps_its_frames_and_supervisors_show_in_progress_and_summary(tmp_path):
+  path = os.path.join(tmp_path, 'metrics.jsonl')
+  _write(path, [
+      {'label': 'supervisor.actor_0', 'time': 0.0, 'alive': 1, 'restarts': 0},
+      {'label': 'supervisor.actor_1', 'time': 0.0, 'alive': 1, 'restarts': 0},
+      {'label': 'actor_0', 'time': 1.0, 'pid': 11, 'frames': 400, 'episodes': 2},
+      {'label': 'actor_0', 'time': 2.0, 'pid': 11, 'frames': 900, 'episodes': 3},
+      {'label': 'supervisor.actor_0', 'time': 3.0, 'alive': 0, 'restarts': 1, 'exit_code': -9},
+      {'label': 'supervisor.actor_0', 'time': 4.0, 'alive': 1, 'restarts': 1},
+      {'label': 'actor_0', 'time': 5.0, 'pid': 12, 'frames': 100, 'episodes': 1},  # counts from 0
+      {'label': 'supervisor.actor_1', 'time': 6.0, 'alive': 0, 'restarts': 5, 'degraded': 1},
+  ])
+  monitor = monitor_lib.RunMonitor(str(tmp_path), queue_size=10, from_start=True)
+  monitor.poll()
+  snapshot = monitor.snapshot()
+  assert snapshot['frames'] == 1000 and snapshot['episodes'] == 4  # 900 + 100, 3 + 1
+  assert monitor.end_to_end_frames_per_s() == pytest.approx((1000 - 400) / 4.0)
+  assert monitor.progress_kwargs()['actors'] == {'alive': 1, 'nodes': 2, 'restarts': 6,
+                                                  'degraded': ['actor_1']}
+  summary = monitor_lib.format_summary(monitor, 1.0, None)
+  assert 'worker restarts    6 (restart budget spent, left down: actor_1)' in summary

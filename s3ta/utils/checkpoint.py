@@ -209,6 +209,70 @@ def _first_leaf_mismatch(saved_leaves: dict, template_items) -> Optional[str]:
   return None
 
 
+def _load_checked(path: str) -> tuple[str, dict, dict]:
+  """(path, metadata, arrays) of the checkpoint at `path` (or the latest in it), checked.
+
+  Raises ValueError (one sentence naming the checkpoint) when there is none, its format
+  is not this version's, it does not decode (a truncated or garbled file), or its arrays
+  disagree with its metadata.
+  """
+  if not os.path.isfile(os.path.join(path, METADATA_FILE)):
+    latest = latest_checkpoint(path)
+    if latest is None:
+      raise ValueError(f'No checkpoint at {path!r}: neither a {PREFIX}<step> directory nor a '
+                       'directory that contains one.')
+    path = latest
+  remedy = 'move it out of the checkpoints directory to resume from the one before it'
+  try:
+    with open(os.path.join(path, METADATA_FILE)) as f:
+      metadata = json.load(f)
+    with open(os.path.join(path, STATE_FILE), 'rb') as f:
+      arrays = serialization.msgpack_restore(f.read())
+    leaves = metadata['leaves']
+  except Exception as e:  # pylint: disable=broad-except  (msgpack raises several types)
+    reason = (str(e).strip().splitlines() or [''])[0]
+    raise ValueError(f'Checkpoint {path} is corrupt ({type(e).__name__}: {reason}); {remedy}.'
+                     ) from e
+  if metadata.get('format') != FORMAT:
+    raise ValueError(f'{path} has checkpoint format {metadata.get("format")!r}; this version reads '
+                     f'{FORMAT!r} only ({FORMAT_CHANGES[FORMAT]}). Train a new run, or read it '
+                     'with the commit that wrote it.')
+  for leaf_path, (shape, _) in leaves.items():
+    if leaf_path not in arrays or list(np.shape(arrays[leaf_path])) != list(shape):
+      found = np.shape(arrays[leaf_path]) if leaf_path in arrays else 'nothing'
+      raise ValueError(f'Checkpoint {path} is corrupt: leaf {leaf_path} holds {found}, its '
+                       f'metadata says {shape}; {remedy}.')
+  return path, metadata, arrays
+
+
+def _network_problems(metadata: dict, network_config: Any) -> list:
+  if network_config is None:
+    return []
+  differences = _config_differences(metadata.get('network_config'),
+                                    to_json(network_config, 'network_config'))
+  return ['network config differs: ' + '; '.join(differences)] if differences else []
+
+
+def _misfit(path: str, problems: list) -> ValueError:
+  return ValueError(f'Checkpoint {path} does not fit the requested state: ' + '. '.join(problems)
+                    + '.')
+
+
+def check_restorable(directory: str, network_config: Any = None) -> Optional[str]:
+  """The checkpoint a run would resume from (None if there is none yet), after `_load_checked`.
+
+  Launchers call it before starting anything, so that a corrupt or foreign checkpoint is
+  one error line (and nothing is overwritten) instead of a learner crash.
+  """
+  if latest_checkpoint(directory) is None:
+    return None
+  path, metadata, _ = _load_checked(directory)
+  problems = _network_problems(metadata, network_config)
+  if problems:
+    raise _misfit(path, problems)
+  return path
+
+
 def restore(path: str, template: Any, *, network_config: Any = None) -> Checkpoint:
   """Loads a checkpoint into the structure of `template`, after checking it fits.
 
@@ -220,45 +284,18 @@ def restore(path: str, template: Any, *, network_config: Any = None) -> Checkpoi
   Returns:
     a `Checkpoint` whose `state` has the template's structure with numpy leaves.
   Raises:
-    ValueError: no checkpoint at `path`; the network configs differ (listing every
-      differing field); or the first leaf whose path, shape or dtype differs.
+    ValueError: no checkpoint at `path`; it is corrupt; the network configs differ
+      (listing every differing field); or the first leaf whose path, shape or dtype differs.
   """
-  if not os.path.isfile(os.path.join(path, METADATA_FILE)):
-    latest = latest_checkpoint(path)
-    if latest is None:
-      raise ValueError(f'No checkpoint at {path!r}: neither a {PREFIX}<step> directory nor a '
-                       'directory that contains one.')
-    path = latest
-  with open(os.path.join(path, METADATA_FILE)) as f:
-    metadata = json.load(f)
-  if metadata.get('format') != FORMAT:
-    raise ValueError(f'{path} has checkpoint format {metadata.get("format")!r}; this version reads '
-                     f'{FORMAT!r} only ({FORMAT_CHANGES[FORMAT]}). Train a new run, or read it '
-                     'with the commit that wrote it.')
-
-  problems = []
-  if network_config is not None:
-    differences = _config_differences(metadata.get('network_config'),
-                                      to_json(network_config, 'network_config'))
-    if differences:
-      problems.append('network config differs: ' + '; '.join(differences))
+  path, metadata, arrays = _load_checked(path)
   items, treedef = _leaf_path_items(template)
+  problems = _network_problems(metadata, network_config)
   mismatch = _first_leaf_mismatch(metadata['leaves'], items)
   if mismatch:
     problems.append(mismatch)
   if problems:
-    raise ValueError(f'Checkpoint {path} does not fit the requested state: ' + '. '.join(problems)
-                     + '.')
-
-  with open(os.path.join(path, STATE_FILE), 'rb') as f:
-    arrays = serialization.msgpack_restore(f.read())
-  leaves = []
-  for leaf_path, _ in items:
-    array = np.asarray(arrays[leaf_path])
-    if list(array.shape) != metadata['leaves'][leaf_path][0]:
-      raise ValueError(f'Checkpoint {path} is corrupt: leaf {leaf_path} has shape {array.shape}, '
-                       f'its metadata says {metadata["leaves"][leaf_path][0]}.')
-    leaves.append(array)
+    raise _misfit(path, problems)
+  leaves = [np.asarray(arrays[leaf_path]) for leaf_path, _ in items]
   return Checkpoint(state=jax.tree_util.tree_unflatten(treedef, leaves), step=metadata['step'],
                     counters=metadata['counters'], config=metadata['config'],
                     network_config=metadata['network_config'], path=path)
