@@ -14,7 +14,7 @@ setuptools.setup(
         'jax==0.5.3', 'jaxlib==0.5.3', 'flax==0.10.6', 'optax==0.2.8', 'rlax==0.1.7',
         'chex==0.1.90', 'numpy==1.26.4', 'absl-py', 'ml-collections', 'tensorflow-cpu==2.8.4',
         'protobuf<3.20', 'dm-reverb==0.7.2', 'dm-launchpad==0.5.2', 'envpool==0.8.4', 'ale-py==0.12.1',
-        'gymnasium==1.4.0', 'pillow', 'matplotlib', 'psutil==7.2.2',
+        'gymnasium==1.4.0', 'pillow', 'matplotlib', 'psutil==7.2.2', 'cloudpickle==3.1.2',
     ],
     extras_require={
         'test': ['pytest==8.3.3', 'portpicker==1.6.0'],

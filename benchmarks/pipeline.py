@@ -22,6 +22,8 @@ import time
 
 import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
 from s3ta.envs import factory
+from s3ta.networks import make_network
+from launch import config_checks
 
 from absl import app, flags  # pylint: disable=g-import-not-at-top
 from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
@@ -144,10 +146,8 @@ def end_to_end(config_arg: list, workdir: str) -> dict:
 def main(argv):
   del argv
   config = _CONFIG.value
-  from launch import program as program_lib  # pylint: disable=g-import-not-at-top
-  from s3ta.networks import make_network  # pylint: disable=g-import-not-at-top
-  program_lib.validate_config(config)
-  num_actions, observation_shape = program_lib.env_spec(config.env)
+  config_checks.validate_distributed(config)
+  num_actions, observation_shape = factory.env_spec(config.env)
   network = make_network(config.network.to_dict(), num_actions, observation_shape)
   seconds = _SECONDS.value
   results = {'config': [a for a in sys.argv[1:] if a.startswith('--config')],

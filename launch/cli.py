@@ -15,6 +15,8 @@ from typing import Optional, Sequence
 
 from absl import flags
 
+from s3ta.utils import checkpoint
+
 
 def parse_flags(argv: Sequence[str]) -> list:
   """Parses `argv` into absl's FLAGS; on a bad flag prints one line and exits 2."""
@@ -73,7 +75,6 @@ def check_workdir(workdir: str, network_config) -> None:
   """Before a launch: `workdir` is creatable and writable, and its latest checkpoint (if any)
   decodes and was written for `network_config`. Raises ValueError (one sentence) otherwise,
   having changed nothing but creating the directory."""
-  from s3ta.utils import checkpoint  # pylint: disable=g-import-not-at-top
   try:
     os.makedirs(workdir, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=workdir, prefix='.write-test-'):

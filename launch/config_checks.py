@@ -45,3 +45,23 @@ def validate_common(config) -> None:
                        f'{config.evaluator.max_episode_steps!r}.')
   NetworkConfig.from_dict(config.network)  # unknown fields / bad sizes
   LearnerConfig.from_dict(config.learner)
+
+
+def validate_distributed(config) -> None:
+  """`validate_common` plus the distributed program's fields (before anything is launched)."""
+  validate_common(config)
+  require_positive_ints(config, ('num_actors', 'queue_size', 'param_refresh_steps'))
+  if config.actor_max_in_flight_items < 0:
+    raise ValueError('config.actor_max_in_flight_items must be >= 0, got '
+                     f'{config.actor_max_in_flight_items!r}.')
+  if config.param_timeout_s <= 0:
+    raise ValueError(f'config.param_timeout_s must be > 0, got {config.param_timeout_s!r}.')
+  if config.sample_timeout_ms < 1:
+    raise ValueError(f'config.sample_timeout_ms must be >= 1, got {config.sample_timeout_ms!r}.')
+  if not isinstance(config.max_restarts, int) or config.max_restarts < 0:
+    raise ValueError(f'config.max_restarts must be an int >= 0, got {config.max_restarts!r}.')
+  if config.restart_backoff_s < 0:
+    raise ValueError(f'config.restart_backoff_s must be >= 0, got {config.restart_backoff_s!r}.')
+  if config.queue_size < config.batch_size:
+    raise ValueError(f'config.queue_size ({config.queue_size}) must be >= config.batch_size '
+                     f'({config.batch_size}): the learner could never fill a batch.')

@@ -12,6 +12,8 @@ import os
 from typing import Optional
 
 
+from launch.supervision import SUPERVISOR_PREFIX
+from s3ta.learning.progress import STOP_REASONS
 from s3ta.utils import metrics
 
 _CARRIED_KEYS = ('frames', 'episodes')
@@ -73,7 +75,6 @@ class RunMonitor:
 
   def supervision(self) -> Optional[dict]:
     """{'alive', 'nodes', 'restarts', 'degraded'} over supervised actors, None before any record."""
-    from launch.supervision import SUPERVISOR_PREFIX  # pylint: disable=g-import-not-at-top
     records = [r for label, r in self.latest.items()
                if label.startswith(SUPERVISOR_PREFIX + 'actor_')]
     if not records:
@@ -131,7 +132,6 @@ class RunMonitor:
 
   def stop_reason(self) -> Optional[str]:
     """The learner's STOP_REASONS entry from its final record, or None."""
-    from s3ta.learning.progress import STOP_REASONS  # pylint: disable=g-import-not-at-top
     code = int((self.final_learner_record() or {}).get('stop_reason_code') or 0)
     return STOP_REASONS[code - 1] if 0 < code <= len(STOP_REASONS) else None
 

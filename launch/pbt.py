@@ -47,8 +47,19 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+import numpy as np
+
 from launch import cli
+from launch import config_checks
 from launch import isolation  # defines --network
+from s3ta.envs import factory
+from s3ta.envs import human_scores
+from s3ta.learning.learner_core import LearnerConfig
+from s3ta.pbt import levels
+from s3ta.pbt.config import PBTConfig
+
+# Launchpad (and the modules that import it: launch.program, s3ta.pbt.learner/node) is
+# imported inside functions: it reads LAUNCHPAD_LOGGING_DIR at import, which main sets.
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'PBT experiment config file (experiments/pbt_*.py).')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory (controller state, member subdirs, logs).')
@@ -60,7 +71,6 @@ MEMBER_SEED_STRIDE = 1_000  # member m uses seed config.seed + m * stride
 # ------------------------------------------------------------------ config
 def pbt_config(config):
   """The validated `PBTConfig` of an experiment config (population size at the top level)."""
-  from s3ta.pbt.config import PBTConfig  # pylint: disable=g-import-not-at-top
   values = dict(config.pbt.to_dict())
   if 'population_size' in values:
     raise ValueError('Set the population size as config.population_size, not config.pbt.population_size.')
@@ -69,7 +79,6 @@ def pbt_config(config):
 
 def games_of(config) -> tuple:
   """The games of a multi-level config, or () for a single-game population."""
-  from s3ta.pbt import levels  # pylint: disable=g-import-not-at-top
   return levels.resolve_games(config.games) if config.games else ()
 
 
@@ -86,7 +95,6 @@ def member_config(config, member: int):
 
 def validate_pbt_config(config) -> None:
   """Raises ValueError naming the first bad value; imports no Launchpad/TF."""
-  from s3ta.pbt import levels  # pylint: disable=g-import-not-at-top
   pbt = pbt_config(config)
   games = games_of(config)
   if games:
@@ -101,12 +109,10 @@ def validate_pbt_config(config) -> None:
     low, high = value
     if not 0 < low <= high:
       raise ValueError(f'config.pbt_init_ranges.{name} must satisfy 0 < low <= high, got {value!r}.')
-  from launch import program  # pylint: disable=g-import-not-at-top
-  program.validate_config(member_config(config, 0))
+  config_checks.validate_distributed(member_config(config, 0))
 
 
 def base_hyperparams(config) -> dict:
-  from s3ta.learning.learner_core import LearnerConfig  # pylint: disable=g-import-not-at-top
   learner = LearnerConfig.from_dict(config.learner.to_dict())
   return {name: float(getattr(learner, name))
           for name in ('learning_rate', 'entropy_cost', 'rmsprop_epsilon', 'grad_clip')}
@@ -119,8 +125,6 @@ def report_episodes(game: str, learner_client, should_stop, returns) -> dict:
   Sends the returns to the member's learner (its fitness) and gives the per-game
   fields of the actor's metrics record.
   """
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from s3ta.envs import human_scores  # pylint: disable=g-import-not-at-top
   returns = [float(r) for r in returns]
   if not should_stop():
     try:  # fire and forget: never block the actor (a lost report only shrinks the window)
@@ -141,7 +145,6 @@ def build_pbt_program(config, workdir: str):
   """(program, [learner handle per member]); tests add probe nodes with the handles."""
   import launchpad as lp  # pylint: disable=g-import-not-at-top
   from launch import program as single  # pylint: disable=g-import-not-at-top
-  from s3ta.pbt import levels  # pylint: disable=g-import-not-at-top
 
   validate_pbt_config(config)
   workdir = os.path.abspath(workdir)
@@ -149,7 +152,7 @@ def build_pbt_program(config, workdir: str):
   pbt = pbt_config(config)
   games = games_of(config)
   members = [member_config(config, m) for m in range(pbt.population_size)]
-  num_actions, observation_shape = single.env_spec(members[0].env)
+  num_actions, observation_shape = factory.env_spec(members[0].env)
   actor_games = (levels.assign_games(config.num_actors, games) if games
                  else [config.env.game] * config.num_actors)
   base_hp = base_hyperparams(config)

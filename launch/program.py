@@ -18,7 +18,7 @@ so a crashed or killed actor does not end the run. A learner or replay death doe
 Everything a node needs is built inside it by the module-level `build_*` functions
 (shared with `launch/pbt.py`), bound to this program's arguments with
 `functools.partial`; only the config, workdir and env spec cross processes (each
-node derives its PRNG key from `config.seed`, one per actor: `actor_keys`).
+node derives its PRNG key from `config.seed`, one per actor: `launch/seeds.py`).
 Every node writes metrics to `<workdir>/metrics.jsonl` (`s3ta.utils.metrics`).
 """
 
@@ -27,74 +27,45 @@ import os
 import threading
 from typing import Any, Callable, Optional
 
-import numpy as np
+import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF/Reverb)
 
+import launchpad as lp
+from launchpad.nodes.python.local_multi_processing import PythonProcess
+import reverb
+
+from launch import config_checks
+from launch import seeds
+from launch import supervision
+from s3ta.acting.actor import Actor, CourierParamsSource
+from s3ta.acting.evaluator import Evaluator
+from s3ta.envs import factory
+from s3ta.learning.learner import Learner
+from s3ta.networks import make_network
+from s3ta.replay import TrajectoryQueueWriter, make_queue_tables_fn
 from s3ta.utils import metrics as metrics_lib
+from s3ta.utils.checkpoint import Checkpointer
 
 # Environment variables of node processes that should not see an accelerator.
 CPU_NODE_ENV = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': '', 'TF_CPP_MIN_LOG_LEVEL': '2'}
 
 
-# ------------------------------------------------------------------ config checks
-def validate_config(config) -> None:
-  """Raises ValueError naming the first bad value (before anything is launched)."""
-  from launch import config_checks  # pylint: disable=g-import-not-at-top
-
-  config_checks.validate_common(config)
-  config_checks.require_positive_ints(config, ('num_actors', 'queue_size', 'param_refresh_steps'))
-  if config.actor_max_in_flight_items < 0:
-    raise ValueError('config.actor_max_in_flight_items must be >= 0, got '
-                     f'{config.actor_max_in_flight_items!r}.')
-  if config.param_timeout_s <= 0:
-    raise ValueError(f'config.param_timeout_s must be > 0, got {config.param_timeout_s!r}.')
-  if config.sample_timeout_ms < 1:
-    raise ValueError(f'config.sample_timeout_ms must be >= 1, got {config.sample_timeout_ms!r}.')
-  if not isinstance(config.max_restarts, int) or config.max_restarts < 0:
-    raise ValueError(f'config.max_restarts must be an int >= 0, got {config.max_restarts!r}.')
-  if config.restart_backoff_s < 0:
-    raise ValueError(f'config.restart_backoff_s must be >= 0, got {config.restart_backoff_s!r}.')
-  if config.queue_size < config.batch_size:
-    raise ValueError(f'config.queue_size ({config.queue_size}) must be >= config.batch_size '
-                     f'({config.batch_size}): the learner could never fill a batch.')
-
-
 # ------------------------------------------------------------------ shared builders
-def env_spec(env_config) -> tuple[int, tuple]:
-  """(num_actions, observation_shape) of the configured environment."""
-  from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
-  return factory.env_spec(env_config)
-
-
-def actor_keys(seed: int, num_actors: int) -> np.ndarray:
-  """One PRNG key per actor (+ learner and evaluator keys at the end), as uint32 [N + 2, 2]."""
-  import jax  # pylint: disable=g-import-not-at-top
-  return np.asarray(jax.random.split(jax.random.PRNGKey(seed), num_actors + 2))
-
-
-def actor_env_seed(seed: int, actor_id: int, num_envs: int) -> int:
-  """Env seeds never overlap between actors (EnvPool seeds env i with seed + i)."""
-  return int(seed) * 1_000_003 % 2**30 + (actor_id + 1) * max(num_envs, 1) * 17
-
-
 # ------------------------------------------------------------------ node builders
-# Each runs inside its node's process (heavy imports there) and takes what varies as
+# Each runs inside its node's process and takes what varies as
 # arguments, so that `make_program` and `launch/pbt.py` (one member each) share them.
 # `network_fn` is a () -> Network callable, e.g. a `functools.partial(build_network, ...)`.
 def build_network(config, num_actions: int, observation_shape: tuple):
   """The agent `Network` of `config.network` for the env's action count and frame shape."""
-  from s3ta.networks import make_network  # pylint: disable=g-import-not-at-top
   return make_network(config.network.to_dict(), num_actions, observation_shape)
 
 
 def build_replay_tables(config, network_fn: Callable[[], Any]):
   """The Reverb FIFO queue table (its item signature comes from `network_fn()`)."""
-  from s3ta.replay import make_queue_tables_fn  # pylint: disable=g-import-not-at-top
   return make_queue_tables_fn(network_fn, config.unroll_length, config.queue_size)()
 
 
 def build_replay_checkpointer(path: str):
   """The Reverb checkpointer writing into `path`."""
-  import reverb  # pylint: disable=g-import-not-at-top
   # Trap 6: without a checkpointer every reverb.Server makes a /tmp dir.
   return reverb.checkpointers.DefaultCheckpointer(path=path)
 
@@ -112,18 +83,14 @@ def build_learner(config, workdir: str, network_fn: Callable[[], Any], replay_cl
     name: the learner's name in its console lines.
     **learner_kwargs: extra constructor arguments of `learner_cls`.
   """
-  import launchpad as lp  # pylint: disable=g-import-not-at-top
-  from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
-  from s3ta.utils.checkpoint import Checkpointer  # pylint: disable=g-import-not-at-top
-  if learner_cls is None:
-    from s3ta.learning.learner import Learner as learner_cls  # pylint: disable=g-import-not-at-top
+  learner_cls = learner_cls or Learner
   stop_event = lp.stop_event()
   checkpointer = Checkpointer(workdir, interval_s=60.0 * config.checkpoint_minutes or 1e18,
                               config=config, network_config=config.network.to_dict())
   learner = learner_cls(
       network_fn(), config.learner.to_dict(), batch_size=config.batch_size,
       unroll_length=config.unroll_length, frames_per_step=factory.frames_per_step(config.env),
-      rng_key=actor_keys(config.seed, config.num_actors)[config.num_actors],
+      rng_key=seeds.actor_keys(config.seed, config.num_actors)[config.num_actors],
       server_address=replay_client.server_address, should_stop=stop_event.is_set,
       stop_program=stop_program or (lambda: None), checkpointer=checkpointer,
       logger=metrics_lib.record_logger(workdir, 'learner', 'learner_steps', 'learner_frames',
@@ -138,23 +105,11 @@ def build_learner(config, workdir: str, network_fn: Callable[[], Any], replay_cl
 
 def _node_stop_event(stop_event: Optional[threading.Event]) -> threading.Event:
   """`stop_event`, or the Launchpad node's own (the builder runs inside a node process)."""
-  if stop_event is not None:
-    return stop_event
-  import launchpad as lp  # pylint: disable=g-import-not-at-top
-  return lp.stop_event()
+  return lp.stop_event() if stop_event is None else stop_event
 
 
-def restart_seed(seed: int, attempt: int) -> int:
-  """The seed a restarted worker (attempt n > 0) derives its env seeds from: a fresh stream."""
-  return int(seed) + 7_919 * int(attempt)
 
 
-def restart_key(key: np.ndarray, attempt: int) -> np.ndarray:
-  """A worker's PRNG key for `attempt` (unchanged for the first; folded in for restarts)."""
-  if not attempt:
-    return key
-  import jax  # pylint: disable=g-import-not-at-top
-  return np.asarray(jax.random.fold_in(key, attempt))
 
 
 def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: int,
@@ -169,19 +124,17 @@ def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: i
     stop_event: ends the actor when set (default: the Launchpad node's).
     attempt: 0, or the restart number of a supervised worker (its own PRNG and env seeds).
   """
-  from s3ta.acting.actor import Actor, CourierParamsSource  # pylint: disable=g-import-not-at-top
-  from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
-  from s3ta.replay import TrajectoryQueueWriter  # pylint: disable=g-import-not-at-top
   stop_event = _node_stop_event(stop_event)
   num_envs = config.env.num_envs
   env_config = config.env if env_config is None else env_config
-  env = factory.make_env(env_config, num_envs,
-                         actor_env_seed(restart_seed(config.seed, attempt), actor_id, num_envs))
+  env_seed = seeds.actor_env_seed(seeds.restart_seed(config.seed, attempt), actor_id, num_envs)
+  env = factory.make_env(env_config, num_envs, env_seed)
   writer = TrajectoryQueueWriter(replay_client, config.actor_max_in_flight_items,
                                  should_stop=stop_event.is_set)
   return Actor(actor_id, env, network_fn(), CourierParamsSource(learner_client), writer,
                unroll_length=config.unroll_length,
-               rng_key=restart_key(actor_keys(config.seed, config.num_actors)[actor_id], attempt),
+               rng_key=seeds.restart_key(seeds.actor_keys(config.seed, config.num_actors)[actor_id],
+                                         attempt),
                param_refresh_steps=config.param_refresh_steps, should_stop=stop_event.is_set,
                logger=metrics_lib.record_logger(workdir, label or f'actor_{actor_id}', 'env_steps',
                                           'frames'),
@@ -192,18 +145,15 @@ def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: i
 def build_evaluator(config, workdir: str, network_fn: Callable[[], Any], learner_client, *,
                     stop_event: Optional[threading.Event] = None, attempt: int = 0):
   """The periodic evaluator of `config`, logging into `workdir` (arguments as `build_actor`)."""
-  from s3ta.acting.actor import CourierParamsSource  # pylint: disable=g-import-not-at-top
-  from s3ta.acting.evaluator import Evaluator  # pylint: disable=g-import-not-at-top
-  from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
   stop_event = _node_stop_event(stop_event)
   ev = config.evaluator
   # The env's own limit stays the game's; the evaluator cuts (and flags) longer episodes.
   env = factory.make_env(config.env, ev.num_envs,
-                         actor_env_seed(restart_seed(config.seed, attempt), config.num_actors,
-                                        config.env.num_envs))
-  rng_key = actor_keys(config.seed, config.num_actors)[config.num_actors + 1]
+                         seeds.actor_env_seed(seeds.restart_seed(config.seed, attempt),
+                                              config.num_actors, config.env.num_envs))
+  rng_key = seeds.actor_keys(config.seed, config.num_actors)[config.num_actors + 1]
   return Evaluator(env, network_fn(), CourierParamsSource(learner_client),
-                   game=factory.game(config.env), rng_key=restart_key(rng_key, attempt),
+                   game=factory.game(config.env), rng_key=seeds.restart_key(rng_key, attempt),
                    period_s=ev.period_s, num_episodes=ev.num_episodes, greedy=ev.greedy,
                    max_episode_steps=ev.max_episode_steps, should_stop=stop_event.is_set,
                    wait=stop_event.wait,
@@ -217,7 +167,6 @@ def build_supervisor(config, workdir: str, name: str, build_worker: Callable, *a
   `args` are the builder's positional arguments after Launchpad dereferenced them
   (Reverb and courier clients pickle as their addresses).
   """
-  from launch import supervision  # pylint: disable=g-import-not-at-top
   return supervision.Supervisor(
       name, functools.partial(build_worker, *args), max_restarts=config.max_restarts,
       backoff_s=config.restart_backoff_s,
@@ -227,13 +176,12 @@ def build_supervisor(config, workdir: str, name: str, build_worker: Callable, *a
 # ------------------------------------------------------------------ the program
 def make_program(config, workdir: str):
   """Builds (does not launch) the Launchpad program for `config`, writing into `workdir`."""
-  import launchpad as lp  # pylint: disable=g-import-not-at-top
 
-  validate_config(config)
+  config_checks.validate_distributed(config)
   workdir = os.path.abspath(workdir)
   config = config.copy_and_resolve_references() if hasattr(
       config, 'copy_and_resolve_references') else config
-  num_actions, observation_shape = env_spec(config.env)
+  num_actions, observation_shape = factory.env_spec(config.env)
   network_fn = functools.partial(build_network, config, num_actions, observation_shape)
   # The node builders: the module-level ones with this program's arguments bound.
   build_replay = functools.partial(build_replay_tables, config, network_fn)
@@ -265,7 +213,6 @@ def make_program(config, workdir: str):
 # ------------------------------------------------------------------ resources
 def local_resources(config) -> dict:
   """Per-group `local_mp` process settings: everything but the learner is CPU-only."""
-  from launchpad.nodes.python.local_multi_processing import PythonProcess  # pylint: disable=g-import-not-at-top
   resources = {label: PythonProcess(env=dict(CPU_NODE_ENV))
                for label in ('replay', 'actor', 'evaluator')}
   resources['learner'] = PythonProcess(env={'TF_CPP_MIN_LOG_LEVEL': '2'})
@@ -304,7 +251,6 @@ def xm_resources(config, code_directory: str, requirements: str) -> dict:
   except ImportError as e:
     raise ImportError('The Vertex AI launch needs the xmanager package (pip install '
                       'xmanager) and a GCP project (see launch/train.py).') from e
-  import launchpad as lp  # pylint: disable=g-import-not-at-top
   resources = {}
   for label, spec in resource_spec(config).items():
     requirements_kwargs = {'cpu': spec['cpu'], 'memory': spec['memory_gib'] * xm.GiB}

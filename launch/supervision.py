@@ -21,6 +21,7 @@ Every state change is a `supervisor.<name>` record in `<workdir>/metrics.jsonl`
 into the progress line's "actors 3/4 alive, 2 restarts".
 """
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -28,6 +29,8 @@ import sys
 import tempfile
 import threading
 from typing import Callable, Optional
+
+import cloudpickle  # Launchpad's own pickler (closures, partials with clients)
 
 SUPERVISOR_PREFIX = 'supervisor.'
 
@@ -81,9 +84,8 @@ class Supervisor:
   def run(self) -> None:
     stop = self._stop
     if stop is None:
-      import launchpad as lp  # pylint: disable=g-import-not-at-top
+      import launchpad as lp  # pylint: disable=g-import-not-at-top  (only inside a node)
       stop = lp.stop_event()
-    import cloudpickle  # pylint: disable=g-import-not-at-top  (Launchpad's dependency)
     fd, payload = tempfile.mkstemp(prefix=f'{self._name}_', suffix='.pkl')
     with os.fdopen(fd, 'wb') as f:
       cloudpickle.dump(self._worker_fn, f)
@@ -135,7 +137,6 @@ class Supervisor:
 def _die_with_parent() -> None:
   """Linux: SIGTERM this process when its supervisor dies (no orphaned workers)."""
   try:
-    import ctypes  # pylint: disable=g-import-not-at-top
     ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
   except (OSError, AttributeError):
     pass
@@ -147,7 +148,6 @@ def worker_main(payload: str, attempt: int) -> None:
   Unpickling imports what the builder needs; `launch.program`'s builders import `s3ta`
   (rlax before TF/Reverb) before any Reverb client is rebuilt.
   """
-  import cloudpickle  # pylint: disable=g-import-not-at-top
   _die_with_parent()
   stop = threading.Event()
 

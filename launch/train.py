@@ -40,9 +40,17 @@ import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
 
 from absl import app, flags  # pylint: disable=g-import-not-at-top
 from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+import psutil  # pylint: disable=g-import-not-at-top
 
 from launch import cli  # pylint: disable=g-import-not-at-top
+from launch import config_checks  # pylint: disable=g-import-not-at-top
 from launch import isolation  # pylint: disable=g-import-not-at-top  (defines --network)
+from launch import monitor as monitor_lib  # pylint: disable=g-import-not-at-top
+from s3ta.utils import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
+from s3ta.utils.metrics import ProgressPrinter  # pylint: disable=g-import-not-at-top
+
+# Launchpad and launch.program (which imports it) are imported inside the run functions:
+# Launchpad reads LAUNCHPAD_LOGGING_DIR at import, and _prepare_workdir sets it.
 
 _CONFIG = config_flags.DEFINE_config_file(
     'config', None, 'Experiment config file, e.g. experiments/smoke.py[:arg].')
@@ -85,7 +93,6 @@ def _leftover_processes(root_pid: int, workdir: str) -> list:
   """This run's node processes still alive: our descendants, and Launchpad nodes whose job file
   lies in `<workdir>/tmp` (orphans). Other processes that name the workdir (a `tail -f` of its
   log, TensorBoard, a soak benchmark) are left alone."""
-  import psutil  # pylint: disable=g-import-not-at-top
   job_files = os.path.join(os.path.abspath(workdir), 'tmp') + os.sep
   found = {}
   ancestors = {p.pid for p in psutil.Process(root_pid).parents()} | {root_pid}
@@ -108,11 +115,8 @@ def _leftover_processes(root_pid: int, workdir: str) -> list:
 
 def run_local(config, workdir: str) -> int:
   """Launches with local_mp, prints progress, waits, prints the summary; returns the exit code."""
-  import launchpad as lp  # pylint: disable=g-import-not-at-top  (after LAUNCHPAD_LOGGING_DIR)
-  from launch import monitor as monitor_lib  # pylint: disable=g-import-not-at-top
+  import launchpad as lp  # pylint: disable=g-import-not-at-top
   from launch import program as program_lib  # pylint: disable=g-import-not-at-top
-  from s3ta.utils import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
-  from s3ta.utils.metrics import ProgressPrinter  # pylint: disable=g-import-not-at-top
 
   start = time.time()
   monitor = monitor_lib.RunMonitor(workdir, config.queue_size)
@@ -222,9 +226,8 @@ def main(argv):
     _error('--config is required, e.g. --config=experiments/smoke.py.')
   if not _WORKDIR.value:
     _error('--workdir is required.')
-  from launch import program as program_lib  # pylint: disable=g-import-not-at-top
   try:
-    program_lib.validate_config(config)
+    config_checks.validate_distributed(config)
   except ValueError as e:
     _error(f'invalid config: {e}')
   if _LAUNCH_TYPE.value == 'vertex_ai':

@@ -39,7 +39,7 @@ import numpy as np
 
 from launch import config_checks
 from launch import monitor as monitor_lib
-from launch.program import actor_env_seed
+from launch.seeds import actor_env_seed
 from s3ta.acting.device_actor import DeviceActor, group_sizes, slice_batches
 from s3ta.acting.evaluator import Evaluator
 from s3ta.envs import factory

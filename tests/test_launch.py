@@ -11,12 +11,18 @@ import s3ta  # noqa: F401
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _train(tmp_path, *args, timeout=120):
+def _cli(module, config, workdir, *args, timeout=120):
   env = dict(os.environ, JAX_PLATFORMS='cpu')
-  return subprocess.run(
-      [sys.executable, '-m', 'launch.train', '--config=experiments/smoke.py',
-       f'--workdir={tmp_path}', *args], cwd=REPO, env=env, capture_output=True, text=True,
-      timeout=timeout)
+  return subprocess.run([sys.executable, '-m', module, f'--config={config}', f'--workdir={workdir}',
+                         *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _train(workdir, *args):
+  return _cli('launch.train', 'experiments/smoke.py', workdir, *args)
+
+
+def _train_single(workdir, *args):
+  return _cli('launch.train_single', 'experiments/catch.py', workdir, *args)
 
 
 @pytest.mark.parametrize('override, message', [
@@ -42,8 +48,8 @@ def test_bad_config_exits_nonzero_with_one_clear_error(tmp_path, override, messa
 def test_validate_config_rejects_more_bad_values():
   sys.path.insert(0, os.path.join(REPO, 'experiments'))
   import smoke  # pylint: disable=g-import-not-at-top
-  from launch import program  # pylint: disable=g-import-not-at-top
-  program.validate_config(smoke.get_config(''))
+  from launch import config_checks  # pylint: disable=g-import-not-at-top
+  config_checks.validate_distributed(smoke.get_config(''))
   cases = {
       'queue_size': (2, 'queue_size'), 'max_frames': (-1, 'max_frames'),
       'param_refresh_steps': (0, 'param_refresh_steps'),
@@ -52,15 +58,15 @@ def test_validate_config_rejects_more_bad_values():
     config = smoke.get_config('')
     config[field] = value
     with pytest.raises(ValueError, match=needle):
-      program.validate_config(config)
+      config_checks.validate_distributed(config)
   config = smoke.get_config('')
   config.network.kind = 'transformer'
   with pytest.raises(ValueError, match='Unknown network kind'):
-    program.validate_config(config)
+    config_checks.validate_distributed(config)
   config = smoke.get_config('')
   config.max_frames = config.max_seconds = config.max_learner_steps = 0
   with pytest.raises(ValueError, match='never ends'):
-    program.validate_config(config)
+    config_checks.validate_distributed(config)
   with pytest.raises(ValueError, match='Unknown atari_expert variant'):
     __import__('atari_expert').get_config('gpu-huge')
 
@@ -92,14 +98,6 @@ def test_cluster_program_and_resources_are_valid():
     assert set(resources) == set(groups)
 
 
-def _train_single(workdir, *args, timeout=120):
-  env = dict(os.environ, JAX_PLATFORMS='cpu')
-  return subprocess.run(
-      [sys.executable, '-m', 'launch.train_single', '--config=experiments/catch.py',
-       f'--workdir={workdir}', *args], cwd=REPO, env=env, capture_output=True, text=True,
-      timeout=timeout)
-
-
 def _write_checkpoints(workdir):
   """A corrupt newest checkpoint (truncated JSON, garbage state) over a good older one."""
   from s3ta.utils import checkpoint  # pylint: disable=g-import-not-at-top
@@ -118,29 +116,36 @@ def _snapshot(directory):
           for root, _, names in os.walk(directory) for name in names}
 
 
-@pytest.mark.parametrize('launcher', [_train, _train_single])
-def test_unwritable_workdir_and_bad_checkpoints_are_one_line_exit_2(tmp_path, launcher):
-  (tmp_path / 'a_file').write_text('not a directory')
-  result = launcher(tmp_path / 'a_file' / 'run')
+def _one_error(result) -> str:
   errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
   assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
-  assert "is not a writable directory (Not a directory)" in errors[0]
+  return errors[0]
+
+
+def test_distributed_launcher_refuses_a_corrupt_checkpoint_before_launching(tmp_path):
+  directory = _write_checkpoints(tmp_path)
+  before = _snapshot(directory)
+  assert 'ckpt_5 is corrupt (JSONDecodeError' in _one_error(_train(tmp_path))
+  assert _snapshot(directory) == before and not os.path.exists(tmp_path / 'logs')
+
+
+def test_unwritable_workdir_and_bad_checkpoints_are_one_line_exit_2(tmp_path):
+  """launch.train_single; launch.train runs the same `cli.check_workdir` (test above)."""
+  (tmp_path / 'a_file').write_text('not a directory')
+  error = _one_error(_train_single(tmp_path / 'a_file' / 'run'))
+  assert 'is not a writable directory (Not a directory)' in error
 
   workdir = tmp_path / 'run'
   directory = _write_checkpoints(workdir)
   before = _snapshot(directory)
-  result = launcher(workdir)
-  errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
-  assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
-  assert f'Checkpoint {directory}/ckpt_5 is corrupt (JSONDecodeError' in errors[0]
-  assert 'move it out of the checkpoints directory' in errors[0]
+  error = _one_error(_train_single(workdir))
+  assert f'Checkpoint {directory}/ckpt_5 is corrupt (JSONDecodeError' in error
+  assert 'move it out of the checkpoints directory' in error
   assert _snapshot(directory) == before  # nothing overwritten or removed
 
   os.rename(os.path.join(directory, 'ckpt_5'), tmp_path / 'ckpt_5')  # as the error suggests
-  result = launcher(workdir)  # ckpt_3 decodes, but was written for another network
-  errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
-  assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
-  assert 'ckpt_3 does not fit the requested state: network config differs: ' in errors[0]
-  assert "kind: checkpoint 'other' vs requested 's3ta'" in errors[0]
+  error = _one_error(_train_single(workdir))  # ckpt_3 decodes, but is another network's
+  assert 'ckpt_3 does not fit the requested state: network config differs: ' in error
+  assert "kind: checkpoint 'other' vs requested 's3ta'" in error
   assert _snapshot(directory) == {k: v for k, v in before.items() if '/ckpt_5/' not in k}
   assert not os.path.exists(workdir / 'logs') and not os.path.exists(workdir / 'metrics.jsonl')

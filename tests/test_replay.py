@@ -2,6 +2,7 @@
 
 import threading
 import time
+import types
 
 import jax
 import numpy as np
@@ -120,3 +121,19 @@ def test_item_spec_shapes():
   assert spec['meta'] == ((3,), np.int32)
   with pytest.raises(ValueError, match='queue size'):
     replay.make_queue_table(0)
+
+
+def test_queue_size_answers_or_gives_up_without_hanging():
+  class Client:
+    def __init__(self, block):
+      self.block = block
+
+    def server_info(self, timeout):
+      if self.block:
+        time.sleep(60)  # a server shutting down: blocked past its timeout
+      return {replay.TABLE_NAME: types.SimpleNamespace(current_size=7)}
+
+  assert replay.queue_size(Client(block=False)) == 7
+  start = time.time()
+  assert replay.queue_size(Client(block=True), timeout_s=0.2) == -1
+  assert time.time() - start < 2.0

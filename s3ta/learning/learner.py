@@ -138,32 +138,13 @@ class Learner:
     self.last_metrics = {k: float(v) for k, v in metrics.items()}
     return self.last_metrics
 
-  def _queue_size(self, client) -> int:
-    """Items in the queue, or -1 if the server does not answer within a second.
-
-    Asked from a daemon thread: a Reverb server that is shutting down can leave
-    `server_info` blocked past its timeout, and the learner must never hang.
-    """
-    result = []
-
-    def ask():
-      try:
-        result.append(int(client.server_info(timeout=1)[replay.TABLE_NAME].current_size))
-      except Exception:  # pylint: disable=broad-except
-        pass
-
-    thread = threading.Thread(target=ask, daemon=True)
-    thread.start()
-    thread.join(1.5)
-    return result[0] if result else -1
-
   def _log(self, client, since: float, steps_since: int, frames_since: int, **extra):
     now = time.time()
     span = max(now - since, 1e-6)
     record = dict(self.counters.as_dict(),
                   steps_per_s=steps_since / span, frames_per_s=frames_since / span,
                   **self._stats.record(),
-                  queue_size=self._queue_size(client) if client is not None else -1,
+                  queue_size=replay.queue_size(client) if client is not None else -1,
                   pid=os.getpid(), **{f'train/{k}': v for k, v in self.last_metrics.items()},
                   **extra)
     self._stats.reset()
@@ -179,6 +160,7 @@ class Learner:
 
   def run(self) -> str:
     """Trains until the stop condition or a stop request; returns the reason (STOP_REASONS)."""
+    # Reverb/TF only here: the learning core stays importable without them.
     import reverb  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     try:  # Reverb's dataset is the only TF user here: keep its thread pools small (trap 7).

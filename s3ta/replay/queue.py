@@ -19,6 +19,7 @@ TensorFlow/Reverb are imported lazily so `item_spec` & co work without them.
 
 import functools
 import gc
+import threading
 import time
 from typing import Any, Callable, Optional
 
@@ -249,3 +250,23 @@ def wait_for_server(client, should_stop=lambda: False, timeout_s: float = 2.0,
     except Exception:  # pylint: disable=broad-except
       if should_stop() or (deadline_s is not None and time.time() - start > deadline_s):
         return False
+
+
+def queue_size(client, table: str = TABLE_NAME, timeout_s: float = 1.0) -> int:
+  """Items in the queue, or -1 if the server does not answer within `timeout_s` (+0.5 s).
+
+  Asked from a daemon thread: a Reverb server that is shutting down can leave
+  `server_info` blocked past its own timeout, and the caller (the learner) must never hang.
+  """
+  result = []
+
+  def ask():
+    try:
+      result.append(int(client.server_info(timeout=int(timeout_s))[table].current_size))
+    except Exception:  # pylint: disable=broad-except
+      pass
+
+  thread = threading.Thread(target=ask, daemon=True)
+  thread.start()
+  thread.join(timeout_s + 0.5)
+  return result[0] if result else -1
