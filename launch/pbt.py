@@ -7,7 +7,8 @@ Usage:
 
 - per member m (`<workdir>/member_<m>/` holds its metrics, checkpoints, Reverb dir):
   a Reverb queue node, a `PBTLearner` courier node, and `num_actors` actors that
-  feed only that queue and fetch params from only that learner;
+  feed only that queue and fetch params from only that learner (each a supervised,
+  restarted worker as in the single-agent program: `launch/supervision.py`);
 - one `pbt_controller` node (`s3ta.pbt.node.ControllerNode`) that polls each
   learner's fitness over courier and applies exploit (`set_state`: params,
   optimiser state and hyperparameters) and explore (`set_hyperparams`); the
@@ -171,15 +172,21 @@ def build_pbt_program(config, workdir: str):
                                 learner_cls=PBTLearner, name=f'member {m} learner',
                                 fitness_window=config.fitness_window)
 
-  def build_actor(m, actor_id, replay_client, learner_client):
-    import launchpad as lp  # pylint: disable=g-import-not-at-top,redefined-outer-name
+  def build_actor(m, actor_id, replay_client, learner_client, *, stop_event, attempt):
+    # Runs in the supervised worker process (launch/supervision.py): `stop_event` is its own.
     game = actor_games[actor_id]
     env_config = copy.deepcopy(members[m].env)
     env_config.game = game
-    on_episodes = functools.partial(report_episodes, game, learner_client, lp.stop_event().is_set)
+    on_episodes = functools.partial(report_episodes, game, learner_client, stop_event.is_set)
     return single.build_actor(members[m], member_dir(m), network_fn, actor_id, replay_client,
                               learner_client, env_config=env_config,
-                              label=f'actor_{actor_id}_{game}', on_episodes=on_episodes)
+                              label=f'actor_{actor_id}_{game}', on_episodes=on_episodes,
+                              stop_event=stop_event, attempt=attempt)
+
+  def build_supervised_actor(m, actor_id, replay_client, learner_client):
+    return single.build_supervisor(members[m], member_dir(m),
+                                   f'actor_{actor_id}_{actor_games[actor_id]}', build_actor, m,
+                                   actor_id, replay_client, learner_client)
 
   def build_controller(learner_clients):
     from s3ta.pbt.node import ControllerNode  # pylint: disable=g-import-not-at-top
@@ -200,7 +207,7 @@ def build_pbt_program(config, workdir: str):
     learners.append(learner)
     with program.group('actor'):
       for actor_id in range(config.num_actors):
-        program.add_node(lp.PyClassNode(build_actor, m, actor_id, replay, learner))
+        program.add_node(lp.PyClassNode(build_supervised_actor, m, actor_id, replay, learner))
   with program.group('pbt_controller'):
     program.add_node(lp.PyClassNode(build_controller, learners))
   return program, learners

@@ -156,6 +156,14 @@ def test_exploit_copies_params_into_recipient_learner(tmp_path):
   state = json.loads((tmp_path / 'pbt_state.json').read_text())
   assert state['counters']['exploits'] >= 1
   assert any(e['event'] == 'exploit' and e['donor'] == 1 for e in state['members'][0]['lineage'])
+  # Every member's actors ran as supervised workers: the worker the supervisor started acted.
+  for m in (0, 1):
+    with open(tmp_path / f'member_{m}' / 'metrics.jsonl') as f:
+      records = [json.loads(line) for line in f if line.strip()]
+    started = {r['label'][len('supervisor.'):]: r['worker_pid'] for r in records
+               if r['label'].startswith('supervisor.actor_') and r.get('alive')}
+    acted = {r['label']: r['pid'] for r in records if r['label'].startswith('actor_')}
+    assert started and started == acted, (started, acted)
   print(f'distributed PBT exploit test: {elapsed:.0f} s, {result["attempts"]} attempt(s)')
 
 
