@@ -74,17 +74,16 @@ class RunMonitor:
             for label, r in sorted(self.latest.items()) if label.startswith('actor_')]
 
   def supervision(self) -> Optional[dict]:
-    """{'alive', 'nodes', 'restarts', 'degraded'} over supervised actors, None before any record."""
-    records = [r for label, r in self.latest.items()
-               if label.startswith(SUPERVISOR_PREFIX + 'actor_')]
-    if not records:
+    """{'alive', 'nodes', 'restarts', 'degraded'} of the supervised nodes (alive/nodes count
+    actors only), None before any supervisor record."""
+    nodes = {label[len(SUPERVISOR_PREFIX):]: r for label, r in self.latest.items()
+             if label.startswith(SUPERVISOR_PREFIX)}
+    actors = [r for name, r in nodes.items() if name.startswith('actor_')]
+    if not actors:
       return None
-    return dict(alive=sum(int(r.get('alive', 0)) for r in records), nodes=len(records),
-                restarts=sum(int(r.get('restarts', 0)) for r in self.latest.values()
-                             if r.get('label', '').startswith(SUPERVISOR_PREFIX)),
-                degraded=sorted(r['label'][len(SUPERVISOR_PREFIX):] for r in self.latest.values()
-                                if r.get('label', '').startswith(SUPERVISOR_PREFIX)
-                                and r.get('degraded')))
+    return dict(alive=sum(int(r.get('alive', 0)) for r in actors), nodes=len(actors),
+                restarts=sum(int(r.get('restarts', 0)) for r in nodes.values()),
+                degraded=sorted(name for name, r in nodes.items() if r.get('degraded')))
 
   def snapshot(self) -> dict:
     """Totals right now: frames, learner steps, episodes, mean return, queue fill, lag."""

@@ -108,10 +108,6 @@ def _node_stop_event(stop_event: Optional[threading.Event]) -> threading.Event:
   return lp.stop_event() if stop_event is None else stop_event
 
 
-
-
-
-
 def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: int,
                 replay_client, learner_client, *, env_config=None, label: Optional[str] = None,
                 on_episodes: Optional[Callable[[list], Optional[dict]]] = None,

@@ -95,10 +95,10 @@ class Supervisor:
       os.remove(payload)
 
   def _supervise(self, stop: threading.Event, payload: str) -> None:
-    attempt = 0
-    while not stop.is_set():
-      child = subprocess.Popen([sys.executable, '-m', 'launch.supervision', payload, str(attempt)])
-      self._log(alive=1, worker_pid=child.pid, attempt=attempt)
+    while not stop.is_set():  # attempt n of the worker is restart n (0: the first)
+      child = subprocess.Popen([sys.executable, '-m', 'launch.supervision', payload,
+                                str(self.restarts)])
+      self._log(alive=1, worker_pid=child.pid)
       while child.poll() is None and not stop.wait(0.5):
         pass
       if child.poll() is None:  # the program is stopping
@@ -122,7 +122,6 @@ class Supervisor:
       self._log(alive=0, exit_code=code)
       if stop.wait(delay):
         return
-      attempt += 1
 
   def _stop_child(self, child: subprocess.Popen) -> None:
     child.send_signal(signal.SIGTERM)

@@ -37,6 +37,7 @@ import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
 import jax
 import numpy as np
 
+from launch import cli
 from launch import config_checks
 from launch import monitor as monitor_lib
 from launch.seeds import actor_env_seed
@@ -490,7 +491,6 @@ def main(argv) -> None:
     validate_config(config)
   except ValueError as e:
     _exit_error(f'invalid config: {e}')
-  from launch import cli  # pylint: disable=g-import-not-at-top
   try:
     cli.check_workdir(os.path.abspath(workdir), config.network.to_dict())
   except ValueError as e:
@@ -523,7 +523,6 @@ def _exit_error(message: str) -> None:
 
 if __name__ == '__main__':
   from absl import app, flags  # pylint: disable=g-import-not-at-top
-  from launch import cli  # pylint: disable=g-import-not-at-top
   from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
   config_flags.DEFINE_config_file('config', None,
                                   'Experiment config file, e.g. experiments/catch.py[:arg].')
