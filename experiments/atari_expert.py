@@ -83,6 +83,13 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.log_period_s = 10.0  # seconds between metrics records of every node
   config.sample_timeout_ms = 1000  # learner waits this long for data before re-checking stop
 
+  config.inference = ml_collections.ConfigDict()  # where actors' policy steps run (launch.train)
+  config.inference.mode = 'auto'  # actor | central | auto (central iff the learner host has an accelerator)
+  config.inference.num_nodes = 1  # central: inference nodes on the learner host (actor i -> node i % n)
+  config.inference.max_requests = 0  # central: actor requests merged per call (0: all of a node's actors)
+  config.inference.wait_ms = 2.0  # central: how long a call waits for more requests after the first
+  config.inference.timeout_s = 30.0  # central: an actor's call timeout; it then retries
+
   config.single_machine = ml_collections.ConfigDict()  # launch/train_single.py only
   config.single_machine.device = 'auto'  # auto | cpu | gpu | tpu: where policy and learner run
   config.single_machine.algorithm = 'impala'  # impala | ppo (then config.ppo, not config.learner)
@@ -111,6 +118,8 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.resources.replay_memory_gib = 32  # memory of the Reverb node
   config.resources.evaluator_cpu = 4  # vCPUs of the evaluator
   config.resources.evaluator_memory_gib = 8  # memory of the evaluator
+  config.resources.inference_cpu = 8  # vCPUs per central inference node (learner's accelerator type)
+  config.resources.inference_memory_gib = 32  # memory per central inference node
 
   if arg == 'cpu':
     config.env.light_observation = True

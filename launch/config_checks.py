@@ -62,6 +62,31 @@ def validate_distributed(config) -> None:
     raise ValueError(f'config.max_restarts must be an int >= 0, got {config.max_restarts!r}.')
   if config.restart_backoff_s < 0:
     raise ValueError(f'config.restart_backoff_s must be >= 0, got {config.restart_backoff_s!r}.')
+  validate_inference(config)
   if config.queue_size < config.batch_size:
     raise ValueError(f'config.queue_size ({config.queue_size}) must be >= config.batch_size '
                      f'({config.batch_size}): the learner could never fill a batch.')
+
+
+INFERENCE_MODES = ('auto', 'actor', 'central')
+
+
+def validate_inference(config) -> None:
+  """`config.inference` of the distributed program (`launch/program.py`)."""
+  inference = config.inference
+  if inference.mode not in INFERENCE_MODES:
+    raise ValueError(f'config.inference.mode must be one of {INFERENCE_MODES}, got '
+                     f'{inference.mode!r}.')
+  if not isinstance(inference.num_nodes, int) or inference.num_nodes < 1:
+    raise ValueError('config.inference.num_nodes must be an integer >= 1 (central inference '
+                     f'needs a node to run on), got {inference.num_nodes!r}.')
+  if inference.num_nodes > config.num_actors:
+    raise ValueError(f'config.inference.num_nodes ({inference.num_nodes}) must be <= '
+                     f'config.num_actors ({config.num_actors}): a node without actors idles.')
+  if not isinstance(inference.max_requests, int) or inference.max_requests < 0:
+    raise ValueError('config.inference.max_requests must be an integer >= 0 (0: all actors '
+                     f'of a node), got {inference.max_requests!r}.')
+  if not 0 <= inference.wait_ms <= 1000:
+    raise ValueError(f'config.inference.wait_ms must be in [0, 1000], got {inference.wait_ms!r}.')
+  if inference.timeout_s <= 0:
+    raise ValueError(f'config.inference.timeout_s must be > 0, got {inference.timeout_s!r}.')

@@ -2,8 +2,9 @@
 
 Every node appends labelled records there (`s3ta.utils.metrics.MetricsWriter`):
 `learner` (steps, consumed frames, queue size, policy lag, final stop reason),
-`actor_<i>` (generated frames, episodes, returns, stage timers) and `evaluator`
-(returns, human-normalised score). The launcher reads them; nothing else does.
+`actor_<i>` (generated frames, episodes, returns, stage timers), `inference_<k>`
+(central inference: requests per call, busy fraction) and `evaluator` (returns,
+human-normalised score). The launcher reads them; nothing else does.
 """
 
 import collections
@@ -23,7 +24,8 @@ class RunMonitor:
   """Incrementally reads metrics.jsonl (from its size at construction, unless `from_start`)."""
 
   def __init__(self, workdir: str, queue_size: int, from_start: bool = False,
-               return_window: int = 100):
+               return_window: int = 100, inference_mode: Optional[str] = None):
+    self.inference_mode = inference_mode  # 'actor' | 'central' | None (not stated)
     self.path = os.path.join(workdir, metrics.JSONL_FILE)
     self._offset = 0
     if not from_start and os.path.exists(self.path):
@@ -85,6 +87,18 @@ class RunMonitor:
                 restarts=sum(int(r.get('restarts', 0)) for r in nodes.values()),
                 degraded=sorted(name for name, r in nodes.items() if r.get('degraded')))
 
+  def inference(self) -> Optional[dict]:
+    """{'mode', 'nodes', 'requests_per_call', 'busy_frac', 'retries'}: where policy steps run
+    and, for central inference, how full its calls are (latest record of each node) and
+    how often actors had to retry a call; None when the mode was not stated."""
+    if self.inference_mode is None:
+      return None
+    nodes = [r for label, r in self.latest.items() if label.startswith('inference_')]
+    mean = lambda key: (sum(float(r.get(key) or 0) for r in nodes) / len(nodes)) if nodes else None
+    return dict(mode=self.inference_mode, nodes=len(nodes),
+                requests_per_call=mean('requests_per_call'), busy_frac=mean('busy_frac'),
+                retries=sum(int(a.get('inference_retries', 0)) for a in self.actors()))
+
   def snapshot(self) -> dict:
     """Totals right now: frames, learner steps, episodes, mean return, queue fill, lag."""
     actors = self.actors()
@@ -138,7 +152,8 @@ class RunMonitor:
     s = self.snapshot()
     return dict(frames=s['frames'], learner_steps=s['learner_steps'], episodes=s['episodes'],
                 mean_return=s['mean_return'], queue_fill=s['queue_fill'],
-                policy_lag=s['policy_lag'], actors=self.supervision())
+                policy_lag=s['policy_lag'], actors=self.supervision(),
+                inference=self.inference())
 
 
 def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]) -> str:
@@ -165,6 +180,13 @@ def format_summary(monitor: RunMonitor, wall_s: float, checkpoint: Optional[str]
                  f'{int(ev.get("episodes", 0))} episodes ({int(ev.get("truncated", 0))} cut), '
                  f'params v{int(ev.get("param_version", -1))}'
                  + (f', human-normalised {100 * hns:.1f}%' if hns is not None else ''))
+  inference = monitor.inference()
+  if inference and inference['mode'] == 'central' and inference['requests_per_call'] is not None:
+    lines.append(f'  inference          central, {inference["nodes"]} node(s), '
+                 f'{inference["requests_per_call"]:.1f} actor requests per call, '
+                 f'busy {100 * inference["busy_frac"]:.0f}%, {inference["retries"]} retried calls')
+  elif inference:
+    lines.append(f'  inference          {inference["mode"]}')
   supervision = monitor.supervision()
   if supervision:
     lines.append(f'  worker restarts    {supervision["restarts"]}'

@@ -8,7 +8,11 @@ Nodes (each its own process under `local_mp`):
   the best device JAX sees, serves `get_params()` over courier, checkpoints into
   `<workdir>/checkpoints` (and resumes from there), and ends the program with
   `lp.stop()` when its stop condition (max frames / steps / seconds) is met.
-- `actor` x N: an EnvPool batch + CPU-jitted policy each, one PRNG key each.
+- `actor` x N: an EnvPool batch each, one PRNG key each; the policy runs jitted on the
+  actor's CPU (`config.inference.mode = 'actor'`), or on a central node:
+- `inference` x K (`config.inference.mode = 'central'`): batched policy steps for the
+  actors on the learner host's device (`s3ta/acting/inference.py`). `auto` picks
+  `central` when the learner host has an accelerator, else `actor`.
 - `evaluator` (optional): periodic episodes with the latest parameters.
 
 Actor and evaluator nodes are `launch.supervision.Supervisor`s: the worker runs in a
@@ -24,11 +28,14 @@ Every node writes metrics to `<workdir>/metrics.jsonl` (`s3ta.utils.metrics`).
 
 import functools
 import os
+import subprocess
+import sys
 import threading
 from typing import Any, Callable, Optional
 
 import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF/Reverb)
 
+import jax
 import launchpad as lp
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 import reverb
@@ -38,6 +45,8 @@ from launch import seeds
 from launch import supervision
 from s3ta.acting.actor import Actor, CourierParamsSource
 from s3ta.acting.evaluator import Evaluator
+from s3ta.acting.inference import InferenceServer
+from s3ta.acting.policy import RemotePolicy
 from s3ta.envs import factory
 from s3ta.learning.learner import Learner
 from s3ta.networks import make_network
@@ -49,7 +58,36 @@ from s3ta.utils.checkpoint import Checkpointer
 CPU_NODE_ENV = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': '', 'TF_CPP_MIN_LOG_LEVEL': '2'}
 
 
-# ------------------------------------------------------------------ shared builders
+# Environment variables of a central inference node: it shares the learner's accelerator,
+# so it allocates as it goes instead of reserving most of the memory up front.
+INFERENCE_NODE_ENV = {'XLA_PYTHON_CLIENT_PREALLOCATE': 'false', 'TF_CPP_MIN_LOG_LEVEL': '2'}
+
+
+@functools.lru_cache(maxsize=None)
+def _local_backend() -> str:
+  """JAX's default backend on this machine, probed in a child process (the launcher itself
+  must not claim the accelerator's memory)."""
+  if os.environ.get('JAX_PLATFORMS', '').strip().lower() == 'cpu':
+    return 'cpu'
+  try:
+    probe = subprocess.run([sys.executable, '-c', 'import jax; print(jax.default_backend())'],
+                           capture_output=True, text=True, timeout=120, check=True)
+  except (subprocess.SubprocessError, OSError):
+    return 'cpu'
+  return probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else 'cpu'
+
+
+def inference_mode(config, local: bool = True) -> str:
+  """'actor' or 'central': `config.inference.mode`, with 'auto' resolved by whether the
+  learner has an accelerator (this machine's for local runs, `config.resources` otherwise)."""
+  mode = config.inference.mode
+  if mode != 'auto':
+    return mode
+  has_accelerator = (_local_backend() != 'cpu') if local else bool(
+      config.resources.learner_accelerator)
+  return 'central' if has_accelerator else 'actor'
+
+
 # ------------------------------------------------------------------ node builders
 # Each runs inside its node's process and takes what varies as
 # arguments, so that `make_program` and `launch/pbt.py` (one member each) share them.
@@ -109,12 +147,15 @@ def _node_stop_event(stop_event: Optional[threading.Event]) -> threading.Event:
 
 
 def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: int,
-                replay_client, learner_client, *, env_config=None, label: Optional[str] = None,
+                replay_client, learner_client, inference_client=None, *, env_config=None,
+                label: Optional[str] = None,
                 on_episodes: Optional[Callable[[list], Optional[dict]]] = None,
                 stop_event: Optional[threading.Event] = None, attempt: int = 0):
   """Actor `actor_id` of `config`, logging into `workdir` as `label` (default `actor_<id>`).
 
   Args:
+    inference_client: courier client of this actor's central inference node; None: the
+      actor runs the policy itself with parameters from `learner_client`.
     env_config: the env settings of this actor (default `config.env`; PBT: a per-actor game).
     on_episodes: the `Actor`'s finished-episode hook.
     stop_event: ends the actor when set (default: the Launchpad node's).
@@ -127,7 +168,13 @@ def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: i
   env = factory.make_env(env_config, num_envs, env_seed)
   writer = TrajectoryQueueWriter(replay_client, config.actor_max_in_flight_items,
                                  should_stop=stop_event.is_set)
-  return Actor(actor_id, env, network_fn(), CourierParamsSource(learner_client), writer,
+  network = network_fn()
+  policy = None
+  if inference_client is not None:
+    policy = RemotePolicy(inference_client, actor_id,
+                          jax.tree_util.tree_structure(network.initial_state(1)),
+                          should_stop=stop_event.is_set, name=label or f'actor_{actor_id}')
+  return Actor(actor_id, env, network, CourierParamsSource(learner_client), writer,
                unroll_length=config.unroll_length,
                rng_key=seeds.restart_key(seeds.actor_keys(config.seed, config.num_actors)[actor_id],
                                          attempt),
@@ -135,7 +182,26 @@ def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: i
                logger=metrics_lib.record_logger(workdir, label or f'actor_{actor_id}', 'env_steps',
                                           'frames'),
                log_period_s=config.log_period_s,
-               frames_per_step=factory.frames_per_step(env_config), on_episodes=on_episodes)
+               frames_per_step=factory.frames_per_step(env_config), on_episodes=on_episodes,
+               policy=policy)
+
+
+def inference_actors(config, node_id: int) -> list[int]:
+  """The actors central inference node `node_id` serves (actor i -> node i % num_nodes)."""
+  return list(range(node_id, config.num_actors, config.inference.num_nodes))
+
+
+def build_inference(config, workdir: str, network_fn: Callable[[], Any], node_id: int,
+                    learner_client):
+  """Central inference node `node_id`: batched policy steps on this host's best device."""
+  stop_event = lp.stop_event()
+  return InferenceServer(
+      network_fn(), CourierParamsSource(learner_client),
+      rng_key=seeds.inference_key(config.seed, node_id),
+      max_requests=config.inference.max_requests or len(inference_actors(config, node_id)),
+      wait_ms=config.inference.wait_ms, should_stop=stop_event.is_set,
+      logger=metrics_lib.record_logger(workdir, f'inference_{node_id}', 'requests'),
+      log_period_s=config.log_period_s, request_timeout_s=config.inference.timeout_s)
 
 
 def build_evaluator(config, workdir: str, network_fn: Callable[[], Any], learner_client, *,
@@ -170,8 +236,11 @@ def build_supervisor(config, workdir: str, name: str, build_worker: Callable, *a
 
 
 # ------------------------------------------------------------------ the program
-def make_program(config, workdir: str):
-  """Builds (does not launch) the Launchpad program for `config`, writing into `workdir`."""
+def make_program(config, workdir: str, local: bool = True):
+  """Builds (does not launch) the Launchpad program for `config`, writing into `workdir`.
+
+  `local`: a `local_mp` launch on this machine ('auto' inference probes its accelerator).
+  """
 
   config_checks.validate_distributed(config)
   workdir = os.path.abspath(workdir)
@@ -187,6 +256,7 @@ def make_program(config, workdir: str):
                                          stop_program=lp.stop)
   build_actor_node = functools.partial(build_actor, config, workdir, network_fn)
   build_evaluator_node = functools.partial(build_evaluator, config, workdir, network_fn)
+  build_inference_node = functools.partial(build_inference, config, workdir, network_fn)
   supervised = functools.partial(build_supervisor, config, workdir)
 
   program = lp.Program('s3ta')
@@ -196,10 +266,21 @@ def make_program(config, workdir: str):
     learner = program.add_node(lp.CourierNode(build_learner_node, replay))
   # Trap 2: courier clients otherwise wait for a dead learner forever.
   learner.set_client_kwargs(call_timeout=float(config.param_timeout_s))
+  inference = []
+  if inference_mode(config, local) == 'central':
+    with program.group('inference'):
+      for node_id in range(config.inference.num_nodes):
+        # Each waiting actor call holds a courier thread while its batch forms.
+        threads = max(16, 2 * len(inference_actors(config, node_id)) + 4)
+        node = program.add_node(lp.CourierNode(build_inference_node, node_id, learner,
+                                               courier_kwargs={'thread_pool_size': threads}))
+        node.set_client_kwargs(call_timeout=float(config.inference.timeout_s))
+        inference.append(node)
   with program.group('actor'):
     for actor_id in range(config.num_actors):
+      served_by = (inference[actor_id % len(inference)],) if inference else ()
       program.add_node(lp.PyClassNode(supervised, f'actor_{actor_id}', build_actor_node,
-                                      actor_id, replay, learner))
+                                      actor_id, replay, learner, *served_by))
   if config.evaluator.enabled:
     with program.group('evaluator'):
       program.add_node(lp.PyClassNode(supervised, 'evaluator', build_evaluator_node, learner))
@@ -212,12 +293,16 @@ def local_resources(config) -> dict:
   resources = {label: PythonProcess(env=dict(CPU_NODE_ENV))
                for label in ('replay', 'actor', 'evaluator')}
   resources['learner'] = PythonProcess(env={'TF_CPP_MIN_LOG_LEVEL': '2'})
+  resources['inference'] = PythonProcess(env=dict(INFERENCE_NODE_ENV))
   del config
   return resources
 
 
 def resource_spec(config) -> dict:
-  """Per-group cluster resources from `config.resources` (plain dicts; no xmanager needed)."""
+  """Per-group cluster resources from `config.resources` (plain dicts; no xmanager needed).
+
+  Central inference nodes get one accelerator of the learner's type each.
+  """
   r = config.resources
   spec = {
       'replay': {'cpu': r.replay_cpu, 'memory_gib': r.replay_memory_gib},
@@ -229,6 +314,10 @@ def resource_spec(config) -> dict:
     spec['learner']['accelerator_count'] = int(r.learner_accelerator_count)
   if config.evaluator.enabled:
     spec['evaluator'] = {'cpu': r.evaluator_cpu, 'memory_gib': r.evaluator_memory_gib}
+  if inference_mode(config, local=False) == 'central':
+    spec['inference'] = {'cpu': r.inference_cpu, 'memory_gib': r.inference_memory_gib}
+    if r.learner_accelerator:
+      spec['inference'].update(accelerator=r.learner_accelerator, accelerator_count=1)
   for label, values in spec.items():
     for key, value in values.items():
       if key != 'accelerator' and value < 1:

@@ -28,3 +28,8 @@ def restart_key(key: np.ndarray, attempt: int) -> np.ndarray:
   if not attempt:
     return key
   return np.asarray(jax.random.fold_in(key, attempt))
+
+
+def inference_key(seed: int, node_id: int) -> np.ndarray:
+  """The action-sampling PRNG key of central inference node `node_id` (its own stream)."""
+  return np.asarray(jax.random.fold_in(jax.random.PRNGKey(int(seed) + 104_729), node_id))

@@ -119,10 +119,17 @@ def run_local(config, workdir: str) -> int:
   from launch import program as program_lib  # pylint: disable=g-import-not-at-top
 
   start = time.time()
-  monitor = monitor_lib.RunMonitor(workdir, config.queue_size)
+  mode = program_lib.inference_mode(config)
+  monitor = monitor_lib.RunMonitor(workdir, config.queue_size, inference_mode=mode)
   program = program_lib.make_program(config, workdir)
+  how = (f'central on {config.inference.num_nodes} node(s)' if mode == 'central' else
+         'in the actors')
+  if config.inference.mode == 'auto':
+    how += (' (auto: the learner host has an accelerator)' if mode == 'central' else
+            ' (auto: no accelerator)')
   print(f'[launch] {config.num_actors} actors x {config.env.num_envs} {config.env.game} envs, '
         f'unroll {config.unroll_length}, batch {config.batch_size}, queue {config.queue_size}; '
+        f'inference {how}; '
         f'node logs in {os.path.join(workdir, "logs")}', flush=True)
   manager = lp.launch(program, launch_type='local_mp',
                       local_resources=program_lib.local_resources(config),
@@ -213,7 +220,7 @@ def run_vertex_ai(config, workdir: str) -> int:
                                          os.path.join(REPO_ROOT, 'requirements.txt'))
   except ImportError as e:
     _error(str(e))
-  program = program_lib.make_program(config, workdir)
+  program = program_lib.make_program(config, workdir, local=False)
   lp.launch(program, launch_type='vertex_ai', xm_resources=resources)
   return 0
 

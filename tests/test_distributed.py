@@ -197,15 +197,17 @@ def _listeners(pid: int) -> list:
 
 
 def test_sigterm_to_the_launcher_saves_a_final_checkpoint_and_exits_143(tmp_path):
+  """Also the central-inference run: actors act through an inference node (one launch for both)."""
   workdir = tmp_path / 'terminated'
   process = _launch(workdir, '--config.max_learner_steps=100000', '--config.max_seconds=600',
-                    '--config.checkpoint_minutes=60')  # no periodic checkpoint after the first
+                    '--config.checkpoint_minutes=60',  # no periodic checkpoint after the first
+                    '--config.inference.mode=central')
   try:
     record = _wait_for_learner_record(workdir, process)
     # Every server of the run (Reverb, courier) is reachable from this machine's loopback
     # only: it listens on a loopback address, or in a namespace whose only interface is lo.
     listeners = [(p.pid, *found) for p in _run_processes(workdir) for found in _listeners(p.pid)]
-    assert len(listeners) >= 2, listeners  # the Reverb server and the learner's courier
+    assert len(listeners) >= 3, listeners  # Reverb, the learner's and the inference node's courier
     exposed = [x for x in listeners if x[1] != ['lo'] and not _is_loopback(x[2])]
     assert not exposed, exposed
     process.send_signal(signal.SIGTERM)
@@ -215,7 +217,21 @@ def test_sigterm_to_the_launcher_saves_a_final_checkpoint_and_exits_143(tmp_path
     _assert_no_orphans(workdir)
   finally:
     _kill_tree(process.pid)
-  final = [r for r in _records(workdir) if r['label'] == 'learner' and r.get('final')]
+  records = _records(workdir)
+  final = [r for r in records if r['label'] == 'learner' and r.get('final')]
   steps = int(final[0]['learner_steps'])
   assert steps >= record['learner_steps'] > 0
   assert f'ckpt_{steps}' in os.listdir(workdir / 'checkpoints')  # written at the stop
+  # Central inference served both actors' steps, with parameters the learner had updated.
+  assert 'inference central on 1 node(s)' in output
+  assert 'inference          central, 1 node(s)' in output
+  inference = [r for r in records if r['label'] == 'inference_0']
+  actors = [r for r in records if r['label'].startswith('actor_')]
+  assert {r['label'] for r in actors} == {'actor_0', 'actor_1'}
+  # One request per actor batch step (4 envs): every step an actor recorded was served there.
+  acted = sum(max(int(r['env_steps']) for r in actors if r['label'] == label) // 4
+              for label in ('actor_0', 'actor_1'))
+  assert int(inference[-1]['requests']) >= acted > 0
+  assert all(r['requests_per_call'] >= 1 for r in inference if r['calls_per_s'] > 0)
+  assert max(r['param_version'] for r in inference) > 0
+  assert max(r['param_version'] for r in actors) > 0

@@ -35,6 +35,8 @@ def _train_single(workdir, *args):
     ('--config.learner.entropy=0.1',
      'unknown config key config.learner.entropy (did you mean config.learner.entropy_cost?)'),
     ('--config.num_actors=two', "flag --config.num_actors=two: invalid literal for int()"),
+    ('--config.inference.mode=gpu',
+     "config.inference.mode must be one of ('auto', 'actor', 'central'), got 'gpu'"),
 ])
 def test_bad_config_exits_nonzero_with_one_clear_error(tmp_path, override, message):
   result = _train(tmp_path, override)
@@ -59,6 +61,20 @@ def test_validate_config_rejects_more_bad_values():
     config[field] = value
     with pytest.raises(ValueError, match=needle):
       config_checks.validate_distributed(config)
+  inference_cases = {
+      'num_nodes': (0, 'num_nodes must be an integer >= 1 .central inference needs a node'),
+      'max_requests': (-1, 'max_requests must be an integer >= 0'),
+      'wait_ms': (-1.0, r'wait_ms must be in \[0, 1000\]'), 'timeout_s': (0.0, 'timeout_s must be > 0'),
+  }
+  for field, (value, needle) in inference_cases.items():
+    config = smoke.get_config('')
+    config.inference[field] = value
+    with pytest.raises(ValueError, match=needle):
+      config_checks.validate_distributed(config)
+  config = smoke.get_config('')
+  config.inference.num_nodes = 3  # 2 actors
+  with pytest.raises(ValueError, match=r'num_nodes \(3\) must be <= config.num_actors \(2\)'):
+    config_checks.validate_distributed(config)
   config = smoke.get_config('')
   config.network.kind = 'transformer'
   with pytest.raises(ValueError, match='Unknown network kind'):
@@ -78,6 +94,7 @@ def test_cluster_program_and_resources_are_valid():
   from launch import program as program_lib  # pylint: disable=g-import-not-at-top
   config = atari_expert.get_config('')
   config.num_actors = 3
+  config.inference.mode = 'actor'
   program = program_lib.make_program(config, '/tmp/s3ta_cluster_program_test')
   groups = {label: len(nodes) for label, nodes in program.groups.items()}
   assert groups == {'replay': 1, 'learner': 1, 'actor': 3, 'evaluator': 1}
@@ -88,6 +105,17 @@ def test_cluster_program_and_resources_are_valid():
   assert 'accelerator' not in spec['actor'] and spec['actor']['cpu'] == config.resources.actor_cpu
   local = program_lib.local_resources(config)
   assert local['actor'].env['JAX_PLATFORMS'] == 'cpu' and 'JAX_PLATFORMS' not in local['learner'].env
+  assert local['inference'].env['XLA_PYTHON_CLIENT_PREALLOCATE'] == 'false'  # shares the GPU
+  # 'auto' on the cluster: the learner has an accelerator, so the actors use central inference.
+  config.inference.mode, config.inference.num_nodes = 'auto', 2
+  central = program_lib.make_program(config, '/tmp/s3ta_cluster_program_test', local=False)
+  assert {label: len(nodes) for label, nodes in central.groups.items()}['inference'] == 2
+  spec = program_lib.resource_spec(config)
+  assert spec['inference']['accelerator'] == config.resources.learner_accelerator
+  assert spec['inference']['accelerator_count'] == 1
+  config.resources.learner_accelerator = ''
+  assert program_lib.inference_mode(config, local=False) == 'actor'
+  assert 'inference' not in program_lib.resource_spec(config)
   try:
     import xmanager  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   except ImportError:

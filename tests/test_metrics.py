@@ -68,6 +68,12 @@ def test_format_progress():
   assert metrics.format_progress(
       frames=0, frames_per_s=0.0, learner_steps=0, learner_steps_per_s=0.0, episodes=0,
       actors={'alive': 3, 'nodes': 4, 'restarts': 2}).endswith('| actors 3/4 alive, 2 restarts')
+  zeros = dict(frames=0, frames_per_s=0.0, learner_steps=0, learner_steps_per_s=0.0, episodes=0)
+  assert metrics.format_progress(**zeros, inference={'mode': 'actor'}).endswith(
+      '| inference actor')
+  assert metrics.format_progress(**zeros, inference={
+      'mode': 'central', 'requests_per_call': 3.25, 'retries': 2}).endswith(
+          '| inference central 3.2 req/call, 2 retried (node not answering)')
 
 
 def test_progress_printer_rate_limits_and_computes_rates():

@@ -1,12 +1,14 @@
 """The distributed actor loop: a batch of environments → jitted policy → Reverb items.
 
-One side-effecting loop around the pure `select_action` (DESIGN.md §5.3). Each
-actor keeps the recurrent state of each of its E environments across unrolls,
-cuts [T + 1, E] unrolls with `UnrollAccumulator` (one-step overlap), and writes
-one Reverb item per environment (see `s3ta/replay/queue.py`). Parameters come
-from the learner every `param_refresh_steps` steps; every blocking call (Reverb
-flush, courier call) has a timeout and re-checks the stop signal (traps 2 and 3).
-Per-stage timers (env, inference, write, params) go into the metrics records.
+One side-effecting loop around a policy (DESIGN.md §5.3): by default the pure
+`select_action` jitted on the actor's CPU (`LocalPolicy`); with central inference a
+`RemotePolicy` that asks an inference node (`s3ta/acting/policy.py`). The actor cuts
+[T + 1, E] unrolls with `UnrollAccumulator` (one-step overlap), tags each step with
+the parameter version that chose it, and writes one Reverb item per environment (see
+`s3ta/replay/queue.py`). The policy refreshes its parameters every
+`param_refresh_steps` steps; every blocking call (Reverb flush, courier call) has a
+timeout and re-checks the stop signal (traps 2 and 3). Per-stage timers (env,
+inference, write, params) go into the metrics records.
 """
 
 import collections
@@ -14,10 +16,10 @@ import os
 import time
 from typing import Any, Callable, Optional
 
-import jax
 import numpy as np
 
-from s3ta.acting.actor_core import agent_input, make_select_action
+from s3ta.acting.actor_core import agent_input
+from s3ta.acting.policy import LocalPolicy
 from s3ta.acting.unroll import UnrollAccumulator
 from s3ta.envs.base import EpisodeTracker
 from s3ta.replay import queue as replay
@@ -66,17 +68,6 @@ class CourierParamsSource:
     return (self._version, self._params) if self._params is not None else None
 
 
-def wait_for_params(source: Callable[[], Optional[tuple[int, Any]]],
-                    should_stop: Callable[[], bool], retry_s: float = 0.5):
-  """Blocks until `source` answers; None if the program stops first."""
-  while not should_stop():
-    result = source()
-    if result is not None:
-      return result
-    time.sleep(retry_s)
-  return None
-
-
 class Actor:
   """Runs E environments with the latest learner parameters and fills the queue.
 
@@ -84,7 +75,8 @@ class Actor:
     actor_id: index of this actor (goes into each item's `meta`).
     env: a BatchedEnv with E environments.
     network: the agent `Network`.
-    params_source: () -> (version, params) or None (see `CourierParamsSource`).
+    params_source: () -> (version, params) or None (see `CourierParamsSource`), for the
+      default `LocalPolicy`; unused when `policy` is given.
     writer: `TrajectoryQueueWriter`, or None to only return trajectories (tests).
     unroll_length: T.
     rng_key: this actor's PRNG key (one per actor).
@@ -99,6 +91,8 @@ class Actor:
       finished since the previous metrics record (only when there are any), just before
       that record is logged; a dict it returns is added to the record (PBT: per-game
       returns, and reporting them to the learner). `recent_returns` keeps the last RECENT_RETURNS returns.
+    policy: where actions come from (`LocalPolicy` or `RemotePolicy`); default a
+      `LocalPolicy` of `network`, `params_source` and `rng_key`.
   """
 
   def __init__(self, actor_id: int, env, network, params_source, writer, *, unroll_length: int,
@@ -106,16 +100,15 @@ class Actor:
                should_stop: Callable[[], bool] = lambda: False,
                logger: Optional[Callable[[dict], None]] = None, log_period_s: float = 10.0,
                frames_per_step: int = 1, on_trajectory: Optional[Callable] = None,
-               on_episodes: Optional[Callable[[list[float]], Optional[dict]]] = None):
+               on_episodes: Optional[Callable[[list[float]], Optional[dict]]] = None,
+               policy=None):
     if param_refresh_steps < 1:
       raise ValueError(f'param_refresh_steps must be >= 1, got {param_refresh_steps}.')
     self._id = actor_id
     self._env = env
-    self._network = network
-    self._params_source = params_source
+    self._policy = policy or LocalPolicy(network, params_source, rng_key, should_stop)
     self._writer = writer
     self._unroll_length = unroll_length
-    self._rng = jax.device_put(np.asarray(rng_key, np.uint32), jax.devices('cpu')[0])
     self._refresh = param_refresh_steps
     self._should_stop = should_stop
     self._logger = logger
@@ -123,33 +116,21 @@ class Actor:
     self._frames_per_step = frames_per_step
     self._on_trajectory = on_trajectory
     self._on_episodes = on_episodes
-    self._cpu = jax.devices('cpu')[0]
-    self._select_action = make_select_action(network, device=self._cpu)
     self.env_steps = 0  # agent steps of the batch (x E x frames_per_step = frames)
     self.unrolls = 0
     self.episodes = 0  # finished episodes
     self.recent_returns = collections.deque(maxlen=RECENT_RETURNS)  # bounded: runs are long
-    self.param_version = -1
 
-  def _fetch(self, block: bool) -> bool:
-    if block:
-      result = wait_for_params(self._params_source, self._should_stop)
-    else:
-      poll = getattr(self._params_source, 'poll', None)
-      result = poll() if poll is not None else self._params_source()
-    if result is None:
-      return False
-    version, params = result
-    if version != self.param_version:
-      self.param_version = version
-      self._params = jax.device_put(params, self._cpu)
-    return True
+  @property
+  def param_version(self) -> int:
+    """Version of the parameters behind the latest actions (-1 before the first)."""
+    return self._policy.version
 
   def run(self, max_unrolls: Optional[int] = None) -> None:
     """Acts until stopped (or `max_unrolls` unrolls were cut, for tests)."""
-    if not self._fetch(block=True):
-      return
     env, num_envs = self._env, self._env.num_envs
+    if not self._policy.start(num_envs):
+      return
     accumulator = UnrollAccumulator(self._unroll_length)
     tracker = EpisodeTracker(num_envs)
     versions: list[int] = []
@@ -161,14 +142,14 @@ class Actor:
     t0 = time.time()
     env_step = env.reset()
     timers['env_s'] += time.time() - t0
-    agent_state = jax.device_put(self._network.initial_state(num_envs), self._cpu)
     prev_action = np.zeros(num_envs, np.int32)
     while not self._should_stop():
       t0 = time.time()
-      self._rng, key = jax.random.split(self._rng)
       inputs = agent_input(env_step, prev_action)
-      out, next_state = self._select_action(self._params, key, inputs, agent_state)
-      action = np.asarray(out.action)
+      out = self._policy.step(inputs, want_state=accumulator.needs_state)
+      if out is None:
+        break  # stopping while the inference node did not answer
+      action = out.action
       t1 = time.time()
       next_env_step = env.step(action)
       t2 = time.time()
@@ -177,10 +158,10 @@ class Actor:
       trajectory = accumulator.add(
           dict(observation=inputs.observation, prev_action=inputs.prev_action,
                prev_reward=inputs.prev_reward, is_first=inputs.is_first, action=action,
-               behaviour_logits=np.asarray(out.logits), reward=next_env_step.reward,
-               discount=next_env_step.discount), agent_state)
-      versions.append(self.param_version)
-      agent_state, prev_action, env_step = next_state, action, next_env_step
+               behaviour_logits=out.logits, reward=next_env_step.reward,
+               discount=next_env_step.discount), out.state_before)
+      versions.append(out.version)
+      prev_action, env_step = action, next_env_step
       self.env_steps += 1
       finished = [r for r, _ in tracker.update(env_step)]
       self.episodes += len(finished)
@@ -203,7 +184,7 @@ class Actor:
 
       if self.env_steps % self._refresh == 0:
         t3 = time.time()
-        self._fetch(block=False)
+        self._policy.refresh()
         timers['params_s'] += time.time() - t3
 
       now = time.time()
@@ -230,7 +211,7 @@ class Actor:
         episodes=self.episodes, window_episodes=len(returns),
         window_return_mean=float(np.mean(returns)) if returns else None,
         frames_per_s=steps * frames_per_batch_step / span, param_version=self.param_version,
-        pid=os.getpid(),
+        pid=os.getpid(), **self._policy.stats(),
         elapsed_s=elapsed, **{f'timer/{k}': v for k, v in timers.items()},
         **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra)
     self._logger(dict(record, **fields) if fields else record)

@@ -13,7 +13,7 @@ from typing import Callable, Optional
 import jax
 import numpy as np
 
-from s3ta.acting.actor import wait_for_params
+from s3ta.acting.policy import wait_for_params
 from s3ta.acting.actor_core import agent_input
 from s3ta.acting.actor_core import make_select_action
 from s3ta.envs import human_scores

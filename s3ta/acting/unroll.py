@@ -26,18 +26,27 @@ class UnrollAccumulator:
     self._steps: list[dict] = []
     self._states: list[Any] = []  # state before each buffered step
 
+  @property
+  def needs_state(self) -> bool:
+    """Whether the next `add` needs its `state_before`: only a step that starts an unroll's
+    [T + 1] window (the first ever, or the overlap step) keeps it; others may pass None."""
+    return len(self._steps) in (0, self._unroll_length)
+
   def add(self, step: dict, state_before: Any) -> Optional[Trajectory]:
     """Adds one completed step and the recurrent state the actor had before it.
 
     Args:
       step: [B] arrays for every Trajectory field but `initial_state`.
-      state_before: the AgentState pytree [B, ...] the network got at this step.
+      state_before: the AgentState pytree [B, ...] the network got at this step (None
+        allowed where `needs_state` was False).
     Returns:
       a [T + 1, B] Trajectory when one is complete, else None.
     """
     missing = set(STEP_FIELDS) - set(step)
     if missing:
       raise ValueError(f'step is missing fields {sorted(missing)}.')
+    if state_before is None and self.needs_state:
+      raise ValueError('this step starts an unroll: its state_before is needed.')
     self._steps.append({k: np.asarray(step[k]) for k in STEP_FIELDS})
     self._states.append(state_before)
     if len(self._steps) < self._unroll_length + 1:

@@ -175,13 +175,16 @@ def _si(value: float) -> str:
 def format_progress(*, frames: int, frames_per_s: float, learner_steps: int,
                     learner_steps_per_s: float, episodes: int,
                     mean_return: Optional[float] = None, queue_fill: Optional[float] = None,
-                    policy_lag: Optional[float] = None, actors: Optional[dict] = None) -> str:
+                    policy_lag: Optional[float] = None, actors: Optional[dict] = None,
+                    inference: Optional[dict] = None) -> str:
   """One progress line, e.g. 'frames 1.20M (8.10K/s) | learner 1.50K steps (3.2/s) | ...'.
 
   Args:
     queue_fill: fraction of the replay queue in use, in [0, 1].
     policy_lag: learner steps between the parameters that acted and the current ones.
     actors: supervised actors {'alive', 'nodes', 'restarts', ...}: 'actors 3/4 alive, 2 restarts'.
+    inference: {'mode', 'requests_per_call', 'retries', ...}: 'inference central 3.2 req/call'
+      (or 'inference actor'); retried calls are shown when there are any.
   """
   parts = [f'frames {_si(frames)} ({_si(frames_per_s)}/s)',
            f'learner {_si(learner_steps)} steps ({learner_steps_per_s:.1f}/s)',
@@ -195,6 +198,13 @@ def format_progress(*, frames: int, frames_per_s: float, learner_steps: int,
   if actors is not None:
     parts.append(f'actors {actors["alive"]}/{actors["nodes"]} alive, {actors["restarts"]} '
                  f'restart{"" if actors["restarts"] == 1 else "s"}')
+  if inference is not None:
+    text = f'inference {inference["mode"]}'
+    if inference.get('requests_per_call') is not None:
+      text += f' {inference["requests_per_call"]:.1f} req/call'
+    if inference.get('retries'):
+      text += f', {inference["retries"]} retried (node not answering)'
+    parts.append(text)
   return ' | '.join(parts)
 
 
@@ -213,7 +223,7 @@ class ProgressPrinter:
   def update(self, *, frames: int, learner_steps: int, episodes: int,
              mean_return: Optional[float] = None, queue_fill: Optional[float] = None,
              policy_lag: Optional[float] = None, actors: Optional[dict] = None,
-             force: bool = False) -> Optional[str]:
+             inference: Optional[dict] = None, force: bool = False) -> Optional[str]:
     """Prints and returns a line if `interval_s` passed since the previous one (or `force`).
 
     The first call only starts the clock (no rate is known yet) unless `force`.
@@ -231,7 +241,7 @@ class ProgressPrinter:
                            learner_steps=learner_steps,
                            learner_steps_per_s=rate(learner_steps, last_steps),
                            episodes=episodes, mean_return=mean_return, queue_fill=queue_fill,
-                           policy_lag=policy_lag, actors=actors)
+                           policy_lag=policy_lag, actors=actors, inference=inference)
     self._last = (now, frames, learner_steps)
     self._print(line)
     return line
