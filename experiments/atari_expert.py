@@ -81,6 +81,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.max_seconds = 0.0  # stop after this much learner wall time (0: no limit)
   config.max_learner_steps = 0  # stop after this many learner steps (0: no limit)
   config.log_period_s = 10.0  # seconds between metrics records of every node
+  config.metrics_every_steps = 10  # learner fetches step metrics to the host this often (and per log)
   config.sample_timeout_ms = 1000  # learner waits this long for data before re-checking stop
 
   config.inference = ml_collections.ConfigDict()  # where actors' policy steps run (launch.train)

@@ -50,7 +50,8 @@ def validate_common(config) -> None:
 def validate_distributed(config) -> None:
   """`validate_common` plus the distributed program's fields (before anything is launched)."""
   validate_common(config)
-  require_positive_ints(config, ('num_actors', 'queue_size', 'param_refresh_steps'))
+  require_positive_ints(config, ('num_actors', 'queue_size', 'param_refresh_steps',
+                                 'metrics_every_steps'))
   if config.actor_max_in_flight_items < 0:
     raise ValueError('config.actor_max_in_flight_items must be >= 0, got '
                      f'{config.actor_max_in_flight_items!r}.')

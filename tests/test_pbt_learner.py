@@ -134,3 +134,24 @@ def test_the_distributed_learner_skips_and_counts_a_nonfinite_batch():
     assert metrics['nonfinite_in_a_row'] == k and metrics['nonfinite_steps'] == k
   jax.tree_util.tree_map(np.testing.assert_array_equal, learner.get_params()['params'], before)
   assert learner.counters.learner_steps == 2  # counted, not hidden
+
+
+def test_unfetched_steps_still_update_and_the_next_fetch_reports_them():
+  """`run` fetches metrics every few steps; steps in between are dispatched, not skipped."""
+  network, deferred = make_learner(0)
+  _, eager = make_learner(0)
+  data = batch(network, 0)
+  data['reward'] = np.full_like(data['reward'], np.nan)
+  first = deferred.step_on_batch(data)  # a fetched non-finite step
+  assert first['nonfinite_in_a_row'] == 1
+  assert deferred.step_on_batch(data, fetch_metrics=False) is deferred.last_metrics  # stale
+  third = deferred.step_on_batch(data)
+  assert third['nonfinite_in_a_row'] == 3 and deferred.counters.learner_steps == 3
+  good = batch(network, 1)
+  deferred.step_on_batch(good, fetch_metrics=False)
+  for d in (data, data, data, good):
+    eager.step_on_batch(d)
+  jax.tree_util.tree_map(np.testing.assert_array_equal, deferred.get_params()['params'],
+                         eager.get_params()['params'])
+  with pytest.raises(ValueError, match='metrics_every_steps must be an integer >= 1, got 0'):
+    PBTLearner(network, {}, batch_size=B, unroll_length=T, metrics_every_steps=0)

@@ -48,6 +48,10 @@ class Learner:
     log_period_s: seconds between metrics records.
     sample_timeout_ms: how long the iterator waits for data before the loop checks
       `should_stop` (so dead actors or a stopping program never hang it).
+    metrics_every_steps: `run` fetches the step's metrics to the host every this many
+      steps (and at each log); between fetches the loop does not wait for the device, so
+      converting the next batch overlaps the current step. The non-finite guard then
+      halts up to this many steps late (skipped steps change nothing).
   """
 
   def __init__(self, network, learner_config, *, batch_size: int, unroll_length: int,
@@ -56,11 +60,15 @@ class Learner:
                stop_program: Callable[[], None] = lambda: None, checkpointer=None,
                logger: Optional[Callable[[dict], None]] = None, max_frames: int = 0,
                max_seconds: float = 0.0, max_steps: int = 0,
-               log_period_s: float = 10.0, sample_timeout_ms: int = 1000):
+               log_period_s: float = 10.0, sample_timeout_ms: int = 1000,
+               metrics_every_steps: int = 1):
     if not isinstance(learner_config, LearnerConfig):
       learner_config = LearnerConfig.from_dict(learner_config)
     if batch_size < 1:
       raise ValueError(f'batch_size must be >= 1, got {batch_size}.')
+    if not isinstance(metrics_every_steps, int) or metrics_every_steps < 1:
+      raise ValueError(f'metrics_every_steps must be an integer >= 1, got {metrics_every_steps!r}.')
+    self._metrics_every_steps = metrics_every_steps
     self._network = network
     self._config = learner_config
     self._batch_size = batch_size
@@ -121,12 +129,17 @@ class Learner:
     return self.counters.as_dict()
 
   # ---------------------------------------------------------------- training
-  def step_on_batch(self, data: dict) -> dict:
-    """One sgd step on a sampled batch (dict of [B, ...] item columns)."""
+  def step_on_batch(self, data: dict, fetch_metrics: bool = True) -> dict:
+    """One sgd step on a sampled batch (dict of [B, ...] item columns).
+
+    Returns the step's metrics as floats; with `fetch_metrics=False` the step is only
+    dispatched (no wait for the device) and the last fetched metrics are returned.
+    """
     trajectory, extras = replay.batch_to_trajectory(data, self._state_treedef)
     start = time.time()
     self._state, metrics = self._sgd_step(self._state, trajectory)
-    metrics = jax.device_get(metrics)
+    if fetch_metrics:
+      self.last_metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
     self._stats.sgd_s += time.time() - start
     c = self.counters
     lag = c.param_version - np.asarray(extras['param_version']).min(axis=-1)
@@ -135,7 +148,6 @@ class Learner:
     c.param_version += 1
     c.items_consumed += self._batch_size
     c.learner_frames += self._batch_size * self._unroll_length * self._frames_per_step
-    self.last_metrics = {k: float(v) for k, v in metrics.items()}
     return self.last_metrics
 
   def _log(self, client, since: float, steps_since: int, frames_since: int, **extra):
@@ -187,10 +199,13 @@ class Learner:
         if sample is None:  # no data yet (or Reverb unavailable): re-check stop, then retry
           continue
         self._stats.wait_s += time.time() - t0
-        self.step_on_batch(sample.data)
+        now = time.time()
+        fetch = (not self.last_metrics or now - last_log >= self._log_period_s or
+                 (self.counters.learner_steps + 1) % self._metrics_every_steps == 0)
+        self.step_on_batch(sample.data, fetch_metrics=fetch)
         self.counters.train_seconds = train_seconds_at_start + time.time() - start
         reason = self._stop_rule.reason(self.counters, time.time() - start,
-                                        int(self.last_metrics['nonfinite_in_a_row']))
+                                        int(self.last_metrics.get('nonfinite_in_a_row', 0)))
         now = time.time()
         if now - last_log >= self._log_period_s:
           self._log(client, last_log, self.counters.learner_steps - steps_at_log,

@@ -52,7 +52,7 @@ class PBTLearner(Learner):
     self._pbt_state_treedef = None
     self.pbt_changes = 0
 
-  def step_on_batch(self, data: dict) -> dict:
+  def step_on_batch(self, data: dict, fetch_metrics: bool = True) -> dict:
     while self._pbt_paused.is_set() and not self._should_stop():
       time.sleep(0.05)
     data = dict(data)
@@ -63,7 +63,7 @@ class PBTLearner(Learner):
     data['initial_state'] = jax.tree_util.tree_unflatten(self._pbt_state_treedef,
                                                          jax.tree_util.tree_leaves(data['initial_state']))
     with self._pbt_lock:
-      return super().step_on_batch(data)
+      return super().step_on_batch(data, fetch_metrics)
 
   def run(self) -> str:
     """Trains (see `Learner.run`), then keeps serving courier calls until the program stops.
