@@ -8,6 +8,15 @@ repeat 4), as IMPALA does.
   python benchmarks/learner.py [--batch_size=32] [--unroll_length=50] [--dtype=bfloat16]
   python benchmarks/learner.py --kind=nature --observation_shape=84,84,4 --num_actions=6 \
       --batch_size=16 --unroll_length=20   # the fast baseline (experiments/atari_fast.py)
+  python benchmarks/learner.py --batch_size=128 --remat --analyze_only   # memory and FLOPs
+
+Every run also reports XLA's own figures for the compiled step: its memory analysis
+(temporary buffers = activations kept for the backward pass, arguments, outputs) and
+the FLOP count of its cost analysis, from which MFU = FLOP/s / `--peak_tflops`. XLA
+counts a while loop's body once, so the scanned recurrent core enters that count for
+one of its T + 1 steps: the FLOPs (and the MFU) are lower bounds; the ConvTorso, applied
+to all frames outside the loop, is counted in full.
+`--analyze_only` compiles without running, so it sizes configurations that do not fit.
 """
 
 import argparse
@@ -41,10 +50,35 @@ def synthetic_batch(network, unroll_length: int, batch_size: int, seed: int = 0)
       initial_state=network.initial_state(batch_size))
 
 
+def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
+  """XLA's memory and cost analysis of the compiled `sgd_step` (compiled, not run)."""
+  state = jax.eval_shape(lambda: init_training_state(network, config, jax.random.PRNGKey(0)))
+  batch = jax.eval_shape(lambda: synthetic_batch(network, unroll_length, batch_size))
+  start = time.perf_counter()
+  compiled = jax.jit(make_sgd_step(network, config, jit=False)).lower(state, batch).compile()
+  result = {'compile_s': round(time.perf_counter() - start, 2)}
+  memory = compiled.memory_analysis()
+  if memory is not None:
+    for name in ('temp', 'argument', 'output'):
+      result[f'xla_{name}_gib'] = round(getattr(memory, f'{name}_size_in_bytes') / 2**30, 3)
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # a list on older JAX
+  if cost and 'flops' in cost:
+    result['xla_flops_per_step'] = float(cost['flops'])  # loop bodies once: a lower bound
+  return result
+
+
 def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
-        observation_shape=(210, 160, 3), num_actions: int = 18) -> dict:
-  network = make_network(NetworkConfig(kind=kind, dtype=dtype), num_actions, observation_shape)
+        observation_shape=(210, 160, 3), num_actions: int = 18, remat: bool = False,
+        analyze_only: bool = False, peak_tflops: float = 0.0) -> dict:
+  network = make_network(NetworkConfig(kind=kind, dtype=dtype, remat=remat), num_actions,
+                         observation_shape)
   config = LearnerConfig()
+  header = {'kind': kind, 'dtype': dtype, 'remat': remat, 'batch_size': batch_size,
+            'unroll_length': unroll_length, 'device': str(jax.devices()[0])}
+  analysis = xla_analysis(network, config, unroll_length, batch_size)
+  if analyze_only:
+    return dict(header, **analysis)
   state = init_training_state(network, config, jax.random.PRNGKey(0))
   sgd_step = make_sgd_step(network, config)
   batch = jax.device_put(synthetic_batch(network, unroll_length, batch_size))
@@ -58,14 +92,17 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
   jax.block_until_ready(metrics)
   seconds = (time.perf_counter() - start) / steps
   agent_steps = unroll_length * batch_size
-  return {
-      'kind': kind, 'dtype': dtype, 'batch_size': batch_size, 'unroll_length': unroll_length,
-      'parameters': parameter_count(state.params), 'device': str(jax.devices()[0]),
-      'platform': platform.machine(), 'compile_and_first_step_s': round(compile_s, 2),
-      'seconds_per_step': round(seconds, 4), 'agent_steps_per_s': round(agent_steps / seconds, 1),
-      'frames_per_s': round(ACTION_REPEAT * agent_steps / seconds, 1),
-      'finite_loss': bool(np.isfinite(float(metrics['loss']))),
-  }
+  result = dict(
+      header, **analysis, parameters=parameter_count(state.params), platform=platform.machine(),
+      compile_and_first_step_s=round(compile_s, 2), seconds_per_step=round(seconds, 4),
+      agent_steps_per_s=round(agent_steps / seconds, 1),
+      frames_per_s=round(ACTION_REPEAT * agent_steps / seconds, 1),
+      finite_loss=bool(np.isfinite(float(metrics['loss']))))
+  if 'xla_flops_per_step' in analysis:
+    result['tflop_per_s'] = round(analysis['xla_flops_per_step'] / seconds / 1e12, 3)
+    if peak_tflops > 0:
+      result['mfu'] = round(result['tflop_per_s'] / peak_tflops, 4)
+  return result
 
 
 def main():
@@ -78,6 +115,12 @@ def main():
   parser.add_argument('--observation_shape', default='210,160,3',
                       help='H,W,C of the frames: 210,160,3 (RGB) or 84,84,4 (gray, 4 stacked)')
   parser.add_argument('--num_actions', type=int, default=18)
+  parser.add_argument('--remat', action='store_true',
+                      help='recompute core steps in the backward pass (NetworkConfig.remat)')
+  parser.add_argument('--analyze_only', action='store_true',
+                      help='only compile: XLA memory and FLOP figures, no timed steps')
+  parser.add_argument('--peak_tflops', type=float, default=0.0,
+                      help='the device peak for MFU (e.g. H100 SXM dense bf16: 989)')
   args = parser.parse_args()
   for name in ('batch_size', 'unroll_length', 'steps'):
     if getattr(args, name) < 1:
@@ -92,7 +135,8 @@ def main():
   if args.num_actions < 1:
     parser.error(f'--num_actions must be >= 1, got {args.num_actions}')
   print(json.dumps(run(args.kind, args.batch_size, args.unroll_length, args.steps, args.dtype,
-                       observation_shape=shape, num_actions=args.num_actions)))
+                       observation_shape=shape, num_actions=args.num_actions, remat=args.remat,
+                       analyze_only=args.analyze_only, peak_tflops=args.peak_tflops)))
 
 
 if __name__ == '__main__':

@@ -7,11 +7,14 @@ Measures, in this order and on the same config:
   (b) actor policy inference: the CPU-jitted `select_action` on one actor's batch
       (env.num_envs frames per call), i.e. what one actor process can infer;
   (c) learner: the jitted `sgd_step` on [T + 1, B] batches on the best JAX device;
-  (d) end to end: `python -m launch.train` on the config; frames per second consumed by
-      the learner in steady state (after its first metrics record: start-up and compile
-      excluded), plus the actors' generated frames per second.
+  (d) end to end: `python -m launch.train` on the config, once per `--inference` mode
+      (policy in the actors, or on a central inference node); frames per second
+      consumed by the learner in steady state (after its first metrics record: start-up
+      and compile excluded), plus the actors' generated frames per second.
 and prints pipeline efficiency = (d) / min(a, b x num_actors, c). All rates are
-environment frames per second (agent steps x action repeat).
+environment frames per second (agent steps x action repeat). Stages (a)-(c) each run
+alone with every core to themselves, while the program's nodes share the cores, so
+the bound is optimistic on a small machine: the efficiency is a lower bound there.
 """
 
 import json
@@ -33,6 +36,8 @@ _WORKDIR = flags.DEFINE_string('workdir', None, 'Workdir of the end-to-end run (
 _SECONDS = flags.DEFINE_float('seconds', 10.0, 'Measuring time of each isolated stage.')
 _SKIP_E2E = flags.DEFINE_bool('skip_end_to_end', False, 'Only measure stages (a)-(c).')
 _OUTPUT = flags.DEFINE_string('output', None, 'Also write the numbers as JSON here.')
+_INFERENCE = flags.DEFINE_list('inference', ['actor'],
+                               'End-to-end runs, one per inference mode: actor, central.')
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -165,10 +170,14 @@ def main(argv):
   if not _SKIP_E2E.value:
     if not _WORKDIR.value:
       raise app.UsageError('--workdir is required for the end-to-end run.')
-    print('(d) end to end: python -m launch.train ...', flush=True)
-    e2e = end_to_end(results['config'], os.path.abspath(_WORKDIR.value))
-    results.update({f'd_{k}': v for k, v in e2e.items()})
-    results['pipeline_efficiency'] = e2e['learner_consumed_fps'] / bound
+    for mode in _INFERENCE.value:
+      if mode not in ('actor', 'central'):
+        raise app.UsageError(f"--inference must list 'actor' and/or 'central', got {mode!r}.")
+      print(f'(d) end to end, inference {mode}: python -m launch.train ...', flush=True)
+      e2e = end_to_end(results['config'] + [f'--config.inference.mode={mode}'],
+                       os.path.abspath(f'{_WORKDIR.value}_{mode}'))
+      results.update({f'd_{mode}_{k}': v for k, v in e2e.items()})
+      results[f'pipeline_efficiency_{mode}'] = e2e['learner_consumed_fps'] / bound
   print('\n' + '-' * 64)
   print(f"(a) EnvPool only                {results['a_envpool_fps']:>10,.0f} frames/s")
   print(f"(b) inference, one actor        {results['b_inference_fps_per_actor']:>10,.0f} frames/s"
@@ -177,12 +186,13 @@ def main(argv):
   print(f"(c) learner ({results['learner_device']})".ljust(32)
         + f"{results['c_learner_fps']:>10,.0f} frames/s")
   print(f"    bound min(a, b x actors, c) {bound:>10,.0f} frames/s")
-  if 'd_learner_consumed_fps' in results:
-    print(f"(d) end to end, learner-consumed {results['d_learner_consumed_fps']:>9,.0f} frames/s "
-          f"(actors generated {results['d_actor_generated_fps'] or 0:,.0f}/s; "
-          f"first learner record after {results['d_first_learner_record_s']:.0f} s; "
-          f"wall {results['d_wall_s']:.0f} s)")
-    print(f"    pipeline efficiency (d)/bound {results['pipeline_efficiency']:.2f}")
+  for mode in _INFERENCE.value if not _SKIP_E2E.value else ():
+    d = lambda key, mode=mode: results[f'd_{mode}_{key}']
+    print(f"(d) end to end, inference {mode}: learner-consumed "
+          f"{d('learner_consumed_fps'):,.0f} frames/s (actors generated "
+          f"{d('actor_generated_fps') or 0:,.0f}/s; first learner record after "
+          f"{d('first_learner_record_s'):.0f} s; wall {d('wall_s'):.0f} s)")
+    print(f"    pipeline efficiency (d)/bound {results[f'pipeline_efficiency_{mode}']:.2f}")
   print('-' * 64)
   print(json.dumps(results))
   if _OUTPUT.value:

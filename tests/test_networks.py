@@ -169,3 +169,25 @@ def test_step_matches_a_one_step_unroll_and_threshold_one_is_hard_attention():
 def test_bad_network_config_is_rejected_with_a_clear_message(bad, match):
   with pytest.raises(ValueError, match=match):
     NetworkConfig.from_dict(bad)
+
+
+@pytest.mark.parametrize('kind', ['s3ta', 'resnet_lstm'])
+def test_remat_keeps_parameters_outputs_and_gradients(kind):
+  """`remat` only trades memory for recomputation: same parameter tree, same numbers."""
+  plain = small_network(kind)
+  remat = make_network(dict(SMALL, kind=kind, remat=True), 3, (6, 5, 3))
+  params = plain.init(jax.random.PRNGKey(0))
+  assert jax.tree_util.tree_structure(remat.init(jax.random.PRNGKey(0))) == (
+      jax.tree_util.tree_structure(params))
+  inputs, state = random_inputs(plain, 4, 2, seed=1), random_state(plain, 2, seed=2)
+
+  def loss(network):
+    def f(p):
+      out, final = network.unroll(p, inputs, state)
+      return jnp.sum(out.logits ** 2) + jnp.sum(out.value) + jnp.sum(final.core[0])
+    return jax.value_and_grad(f)(params)
+
+  (want, want_grads), (got, got_grads) = loss(plain), loss(remat)
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+  jax.tree_util.tree_map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6),
+                         got_grads, want_grads)

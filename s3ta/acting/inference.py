@@ -112,7 +112,7 @@ class InferenceServer:
     self._params, self.version = None, -1
     self._stopped = threading.Event()
     self._window = dict(calls=0, requests=0, envs=0, wait_s=0.0, infer_s=0.0)
-    self.total_requests = 0
+    self.total_requests = self.total_calls = 0
 
   # ---------------------------------------------------------------- RPC
   def step(self, actor_id: int, seq: int, inputs: dict, want_state: bool = False,
@@ -207,6 +207,7 @@ class InferenceServer:
     w['envs'] += sum(r.inputs.is_first.shape[0] for r in requests)
     w['infer_s'] += time.monotonic() - start
     self.total_requests += len(requests)
+    self.total_calls += 1
 
   def run(self) -> None:
     """Serves until stopped: waits for parameters, then gathers, serves and polls."""

@@ -50,6 +50,7 @@ class NetworkConfig:
   nature_strides: Sequence[int] = (4, 2, 1)
   nature_hidden: int = 512  # its fully connected layer
   dtype: str = 'float32'  # compute dtype: 'float32' or 'bfloat16'
+  remat: bool = False  # recompute each scanned core step in the backward pass (less memory)
 
   def __post_init__(self):
     if self.kind not in NETWORK_KINDS:
@@ -345,9 +346,12 @@ class AgentModule(nn.Module):
     chex.assert_shape([inputs.prev_action, inputs.prev_reward, inputs.is_first], (time, batch))
     chex.assert_type([inputs.prev_action, inputs.prev_reward], [int, float])
     frames = inputs.observation.reshape((time * batch,) + inputs.observation.shape[2:])
+    # remat: the backward pass recomputes each core step from its carry and inputs
+    # instead of keeping every step's activations (gates, attention maps) for all T.
+    wrap = nn.remat if cfg.remat else (lambda module: module)
     if cfg.kind in ATTENTION_KINDS:
       features = ConvTorso(cfg, name='torso')(frames)
-      core_cls = nn.scan(S3TACore, variable_broadcast='params', split_rngs={'params': False},
+      core_cls = nn.scan(wrap(S3TACore), variable_broadcast='params', split_rngs={'params': False},
                          in_axes=(0, nn.broadcast), out_axes=0)
       core = core_cls(cfg, self.num_actions,
                       attention_lib.spatial_basis(*cfg.vision_shape(self.observation_shape),
@@ -355,7 +359,7 @@ class AgentModule(nn.Module):
     else:
       torso = NatureTorso if cfg.kind.startswith('nature') else ResNetTorso
       features = torso(cfg, name='torso')(frames)
-      core_cls = nn.scan(BaselineCore, variable_broadcast='params', split_rngs={'params': False},
+      core_cls = nn.scan(wrap(BaselineCore), variable_broadcast='params', split_rngs={'params': False},
                          in_axes=(0, nn.broadcast), out_axes=0)
       core = core_cls(cfg, self.num_actions, name='core')
     features = features.reshape((time, batch) + features.shape[1:])
