@@ -155,3 +155,15 @@ def test_unfetched_steps_still_update_and_the_next_fetch_reports_them():
                          eager.get_params()['params'])
   with pytest.raises(ValueError, match='metrics_every_steps must be an integer >= 1, got 0'):
     PBTLearner(network, {}, batch_size=B, unroll_length=T, metrics_every_steps=0)
+
+
+def test_parameters_are_copied_to_the_host_once_per_version_and_not_resent():
+  from s3ta.learning.publishing import ParamsPublisher  # pylint: disable=g-import-not-at-top
+  publisher = ParamsPublisher()
+  device = {'w': jax.numpy.arange(3.0)}
+  first = publisher.get(1, device)
+  assert first['version'] == 1 and isinstance(first['params']['w'], np.ndarray)
+  assert publisher.get(1, device)['params'] is first['params']  # the same host copy
+  assert publisher.get(1, device, known_version=1) == {'version': 1, 'params': None}
+  newer = publisher.get(2, {'w': device['w'] + 1})
+  np.testing.assert_array_equal(newer['params']['w'], [1.0, 2.0, 3.0])

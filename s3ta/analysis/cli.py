@@ -20,6 +20,7 @@ import time
 from typing import Optional, Sequence
 
 import numpy as np
+from PIL import Image
 
 from s3ta.analysis import numerics, render, rollout
 from s3ta.analysis.rollout import log
@@ -257,7 +258,6 @@ def _prepare_sprite(args, frame_shape):
   if args.sprite_png:
     if not os.path.isfile(args.sprite_png):
       raise FileNotFoundError(f'sprite PNG {args.sprite_png!r} does not exist.')
-    from PIL import Image  # pylint: disable=g-import-not-at-top
     image = Image.open(args.sprite_png)
     sprite = (np.asarray(image.convert('L'))[..., None] if frame_shape[-1] == 1
               else np.asarray(image.convert('RGB')))

@@ -234,6 +234,7 @@ def _thin(n: int, limit: int) -> np.ndarray:
 
 def plot(runs: Sequence[Run], path: str, title: str, smooth_episodes: int) -> str:
   """PREFIX.png, 1200x450 px: return against frames (left) and wall minutes (right)."""
+  # pyplot only after choosing the file-only Agg backend (no display on servers).
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top

@@ -7,6 +7,7 @@ Numbers come from numerics.py; nothing here computes analysis results.
 import os
 from typing import Optional, Sequence
 
+import matplotlib
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
@@ -19,7 +20,6 @@ HIGHLIGHT = (255, 220, 0)
 
 def _font(size: int):
   try:
-    import matplotlib  # pylint: disable=g-import-not-at-top
     path = os.path.join(matplotlib.get_data_path(), 'fonts', 'ttf', 'DejaVuSans.ttf')
     return ImageFont.truetype(path, size)
   except (ImportError, OSError):
@@ -163,7 +163,7 @@ def save_png(image: np.ndarray, path: str) -> str:
 
 
 def _pyplot():
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  # pyplot only after choosing the file-only Agg backend (no display on servers).
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   return plt

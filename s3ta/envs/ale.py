@@ -38,6 +38,7 @@ def game_name(rom: str) -> str:
 
 
 def _import_ale():
+  # Lazy: ale-py is optional; without it only the 'ale' backend fails, with one line.
   try:
     import ale_py  # pylint: disable=g-import-not-at-top
     from ale_py import roms  # pylint: disable=g-import-not-at-top

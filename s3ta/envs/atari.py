@@ -202,7 +202,7 @@ class AtariEnv(BatchedAtari):
 
   def __init__(self, *args, **kwargs):
     super().__init__(*args, **kwargs)
-    import envpool  # pylint: disable=g-import-not-at-top
+    import envpool  # pylint: disable=g-import-not-at-top  (lazy: envpool is optional, see above)
     height, width, _ = self.observation_shape
     self._env = envpool.make(
         f'{self.game}-v5', env_type='gym', num_envs=self.num_envs, batch_size=self.num_envs,

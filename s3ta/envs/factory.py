@@ -67,7 +67,7 @@ def validate(env_config) -> None:
     raise ValueError(f'Unknown config.env.backend {chosen!r}; valid: {atari.BACKENDS}.')
   if chosen == 'envpool':
     try:
-      import envpool  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+      import envpool  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import  (installed?)
     except ImportError as e:
       raise ValueError("config.env.backend 'envpool' needs the envpool package (pip install "
                        "envpool==0.8.4; Python <= 3.10, Linux), which did not import: "

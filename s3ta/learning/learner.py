@@ -12,7 +12,6 @@ are swapped to time-major inside the jitted step.
 import gc
 import os
 import sys
-import threading
 import time
 from typing import Any, Callable, Optional
 
@@ -22,6 +21,7 @@ import numpy as np
 from s3ta.learning.learner_core import LearnerConfig, init_training_state, make_sgd_step
 from s3ta.learning.progress import (STOP_REASONS, Counters, StepStats, StopRule,
                                     nonfinite_halt_message)
+from s3ta.learning.publishing import ParamsPublisher
 from s3ta.types import Trajectory
 from s3ta.replay import queue as replay
 
@@ -97,8 +97,7 @@ class Learner:
         self.counters = Counters.from_checkpoint(restored.counters)
         self.resumed_from = restored.path
     self._state = jax.device_put(state, self.device)
-    self._params_cache = (None, None)  # (version, numpy params)
-    self._params_lock = threading.Lock()
+    self._publisher = ParamsPublisher()
 
     core = make_sgd_step(network, learner_config, jit=False)
 
@@ -118,12 +117,7 @@ class Learner:
     sending unchanged parameters to an actor).
     """
     state, version = self._state, int(self.counters.param_version)
-    if version == known_version:
-      return {'version': version, 'params': None}
-    with self._params_lock:
-      if self._params_cache[0] != version:
-        self._params_cache = (version, jax.device_get(state.params))
-      return {'version': self._params_cache[0], 'params': self._params_cache[1]}
+    return self._publisher.get(version, state.params, known_version)
 
   def get_counts(self) -> dict:
     return self.counters.as_dict()

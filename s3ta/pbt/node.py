@@ -100,6 +100,7 @@ class ControllerNode:
     self._finish_grace_s = finish_grace_s
 
   def run(self) -> None:
+    # Launchpad only once the node runs: s3ta.pbt imports without it (tests, reports).
     import launchpad as lp  # pylint: disable=g-import-not-at-top
     logging.getLogger().setLevel(logging.INFO)
     stop_event = lp.stop_event()
