@@ -91,6 +91,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.inference.max_requests = 0  # central: actor requests merged per call (0: all of a node's actors)
   config.inference.wait_ms = 2.0  # central: how long a call waits for more requests after the first
   config.inference.timeout_s = 30.0  # central: an actor's call timeout; it then retries
+  config.inference.colocated = False  # central: serve from the learner process (no parameter copies)
 
   config.single_machine = ml_collections.ConfigDict()  # launch/train_single.py only
   config.single_machine.device = 'auto'  # auto | cpu | gpu | tpu: where policy and learner run

@@ -91,3 +91,8 @@ def validate_inference(config) -> None:
     raise ValueError(f'config.inference.wait_ms must be in [0, 1000], got {inference.wait_ms!r}.')
   if inference.timeout_s <= 0:
     raise ValueError(f'config.inference.timeout_s must be > 0, got {inference.timeout_s!r}.')
+  if not isinstance(inference.colocated, bool):
+    raise ValueError(f'config.inference.colocated must be True or False, got {inference.colocated!r}.')
+  if inference.colocated and inference.num_nodes != 1:
+    raise ValueError('config.inference.colocated serves inference from the learner process, '
+                     f'one node: config.inference.num_nodes must be 1, got {inference.num_nodes}.')

@@ -12,7 +12,9 @@ Nodes (each its own process under `local_mp`):
   actor's CPU (`config.inference.mode = 'actor'`), or on a central node:
 - `inference` x K (`config.inference.mode = 'central'`): batched policy steps for the
   actors on the learner host's device (`s3ta/acting/inference.py`). `auto` picks
-  `central` when the learner host has an accelerator, else `actor`.
+  `central` when the learner host has an accelerator, else `actor`. With
+  `config.inference.colocated` the learner node serves them itself
+  (`LearnerServingInference`), reading its parameters on its device.
 - `evaluator` (optional): periodic episodes with the latest parameters.
 
 Actor and evaluator nodes are `launch.supervision.Supervisor`s: the worker runs in a
@@ -187,22 +189,73 @@ def build_actor(config, workdir: str, network_fn: Callable[[], Any], actor_id: i
                policy=policy)
 
 
+class LearnerServingInference:
+  """The learner node with central inference colocated (`config.inference.colocated`).
+
+  Serves the learner's RPCs and the inference node's `step` from one process: the
+  `InferenceServer` runs in a thread beside the training loop and takes the learner's
+  parameters straight from its device (no host copy, no courier fetch).
+  """
+
+  def __init__(self, learner, make_server: Callable[..., InferenceServer]):
+    self._learner = learner
+    self._done = threading.Event()
+    self._server = make_server(lambda: learner.current_params, self._done.is_set)
+
+  def get_params(self, known_version: int = -1) -> dict:
+    return self._learner.get_params(known_version)
+
+  def get_counts(self) -> dict:
+    return self._learner.get_counts()
+
+  def save(self):
+    return self._learner.save()
+
+  def step(self, actor_id: int, seq: int, inputs: dict, want_state: bool = False,
+           reset: bool = False) -> dict:
+    return self._server.step(actor_id, seq, inputs, want_state, reset)
+
+  def run(self) -> str:
+    thread = threading.Thread(target=self._server.run, name='inference', daemon=True)
+    thread.start()
+    try:
+      return self._learner.run()
+    finally:
+      self._done.set()
+      thread.join(timeout=30)
+
+
 def inference_actors(config, node_id: int) -> list[int]:
   """The actors central inference node `node_id` serves (actor i -> node i % num_nodes)."""
   return list(range(node_id, config.num_actors, config.inference.num_nodes))
 
 
-def build_inference(config, workdir: str, network_fn: Callable[[], Any], node_id: int,
-                    learner_client):
-  """Central inference node `node_id`: batched policy steps on this host's best device."""
+def make_inference_server(config, workdir: str, network_fn: Callable[[], Any], node_id: int,
+                          params_source, also_stop: Callable[[], bool] = lambda: False):
+  """Central inference server `node_id` of `config` on this process's best device."""
   stop_event = lp.stop_event()
   return InferenceServer(
-      network_fn(), CourierParamsSource(learner_client),
-      rng_key=seeds.inference_key(config.seed, node_id),
+      network_fn(), params_source, rng_key=seeds.inference_key(config.seed, node_id),
       max_requests=config.inference.max_requests or len(inference_actors(config, node_id)),
-      wait_ms=config.inference.wait_ms, should_stop=stop_event.is_set,
+      wait_ms=config.inference.wait_ms,
+      should_stop=lambda: stop_event.is_set() or also_stop(),
       logger=metrics_lib.record_logger(workdir, f'inference_{node_id}', 'requests'),
       log_period_s=config.log_period_s, request_timeout_s=config.inference.timeout_s)
+
+
+def build_inference(config, workdir: str, network_fn: Callable[[], Any], node_id: int,
+                    learner_client):
+  """Central inference node `node_id`, fetching parameters from the learner."""
+  return make_inference_server(config, workdir, network_fn, node_id,
+                               CourierParamsSource(learner_client))
+
+
+def build_learner_serving_inference(config, workdir: str, network_fn: Callable[[], Any],
+                                    replay_client, **learner_kwargs):
+  """The learner node with central inference colocated (see `LearnerServingInference`)."""
+  learner = build_learner(config, workdir, network_fn, replay_client, **learner_kwargs)
+  return LearnerServingInference(
+      learner, functools.partial(make_inference_server, config, workdir, network_fn, 0))
 
 
 def build_evaluator(config, workdir: str, network_fn: Callable[[], Any], learner_client, *,
@@ -253,8 +306,11 @@ def make_program(config, workdir: str, local: bool = True):
   build_replay = functools.partial(build_replay_tables, config, network_fn)
   build_checkpointer = functools.partial(build_replay_checkpointer,
                                          os.path.join(workdir, 'reverb'))
-  build_learner_node = functools.partial(build_learner, config, workdir, network_fn,
-                                         stop_program=lp.stop)
+  mode = inference_mode(config, local)
+  colocated = mode == 'central' and config.inference.colocated
+  build_learner_node = functools.partial(
+      build_learner_serving_inference if colocated else build_learner, config, workdir,
+      network_fn, stop_program=lp.stop)
   build_actor_node = functools.partial(build_actor, config, workdir, network_fn)
   build_evaluator_node = functools.partial(build_evaluator, config, workdir, network_fn)
   build_inference_node = functools.partial(build_inference, config, workdir, network_fn)
@@ -263,18 +319,20 @@ def make_program(config, workdir: str, local: bool = True):
   program = lp.Program('s3ta')
   with program.group('replay'):
     replay = program.add_node(lp.ReverbNode(build_replay, checkpoint_ctor=build_checkpointer))
+  # Each actor call waiting for its inference batch holds a courier thread.
+  inference_threads = {'thread_pool_size': max(16, 2 * config.num_actors + 4)}
   with program.group('learner'):
-    learner = program.add_node(lp.CourierNode(build_learner_node, replay))
+    learner = program.add_node(lp.CourierNode(
+        build_learner_node, replay, courier_kwargs=inference_threads if colocated else None))
   # Trap 2: courier clients otherwise wait for a dead learner forever.
-  learner.set_client_kwargs(call_timeout=float(config.param_timeout_s))
-  inference = []
-  if inference_mode(config, local) == 'central':
+  timeout = config.inference.timeout_s if colocated else config.param_timeout_s
+  learner.set_client_kwargs(call_timeout=float(timeout))
+  inference = [learner] if colocated else []
+  if mode == 'central' and not colocated:
     with program.group('inference'):
       for node_id in range(config.inference.num_nodes):
-        # Each waiting actor call holds a courier thread while its batch forms.
-        threads = max(16, 2 * len(inference_actors(config, node_id)) + 4)
         node = program.add_node(lp.CourierNode(build_inference_node, node_id, learner,
-                                               courier_kwargs={'thread_pool_size': threads}))
+                                               courier_kwargs=inference_threads))
         node.set_client_kwargs(call_timeout=float(config.inference.timeout_s))
         inference.append(node)
   with program.group('actor'):

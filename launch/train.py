@@ -122,8 +122,8 @@ def run_local(config, workdir: str) -> int:
   mode = program_lib.inference_mode(config)
   monitor = monitor_lib.RunMonitor(workdir, config.queue_size, inference_mode=mode)
   program = program_lib.make_program(config, workdir)
-  how = (f'central on {config.inference.num_nodes} node(s)' if mode == 'central' else
-         'in the actors')
+  how = ('in the actors' if mode == 'actor' else 'central in the learner process'
+         if config.inference.colocated else f'central on {config.inference.num_nodes} node(s)')
   if config.inference.mode == 'auto':
     how += (' (auto: the learner host has an accelerator)' if mode == 'central' else
             ' (auto: no accelerator)')

@@ -157,11 +157,22 @@ def test_actors_feed_learner_survive_a_killed_actor_resume_and_ctrl_c(tmp_path):
 
 
 def test_crashed_learner_ends_every_process(tmp_path):
-  """A killed learner stops the whole program within seconds; the launcher exits 1."""
+  """A killed learner stops the whole program within seconds; the launcher exits 1.
+
+  The run uses central inference colocated in the learner process, so the actors act
+  through the learner node until it dies (one launch for both checks)."""
   workdir = tmp_path / 'crashed'
-  process = _launch(workdir, '--config.max_learner_steps=100000', '--config.max_seconds=600')
+  process = _launch(workdir, '--config.max_learner_steps=100000', '--config.max_seconds=600',
+                    '--config.inference.mode=central', '--config.inference.colocated=True')
   try:
     learner_pid = int(_wait_for_learner_record(workdir, process)['pid'])
+    deadline = time.time() + 120  # the actors' steps come from the learner's own process
+    while time.time() < deadline and not any(
+        r['label'] == 'inference_0' and r['pid'] == learner_pid and r['requests'] > 0 and
+        r['param_version'] > 0 for r in _records(workdir)):
+      time.sleep(1)
+    served = [r for r in _records(workdir) if r['label'] == 'inference_0' and r['requests'] > 0]
+    assert served and served[-1]['pid'] == learner_pid and served[-1]['param_version'] > 0
     start = time.time()
     os.kill(learner_pid, signal.SIGKILL)
     output, _ = process.communicate(timeout=40)

@@ -72,6 +72,10 @@ def test_validate_config_rejects_more_bad_values():
     with pytest.raises(ValueError, match=needle):
       config_checks.validate_distributed(config)
   config = smoke.get_config('')
+  config.inference.colocated, config.inference.num_nodes = True, 2
+  with pytest.raises(ValueError, match='colocated serves inference from the learner process'):
+    config_checks.validate_distributed(config)
+  config = smoke.get_config('')
   config.inference.num_nodes = 3  # 2 actors
   with pytest.raises(ValueError, match=r'num_nodes \(3\) must be <= config.num_actors \(2\)'):
     config_checks.validate_distributed(config)

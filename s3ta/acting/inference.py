@@ -10,14 +10,16 @@ asks (once per unroll, for its Reverb item), so the wire carries observations in
 actions and logits out. Parameters come from the learner by version-checked fetches
 (`CourierParamsSource.poll`: unchanged parameters are not resent).
 
-Courier has a batching handler in C++, but its Python binding is undocumented and
-cannot gather per-actor state; this queue is small and testable without courier.
+Launchpad's `lp.batched_handler` also batches courier calls (in C++), but it stacks each
+argument into fixed-size arrays and leaves the per-actor state to the handler; this queue
+does the gather and split with the state on the device, and is testable without courier.
 Requests carry their arrays as (dtype, shape, bytes) triples (`policy.encode_arrays`): with
 the pinned courier, a call whose arguments hold NumPy arrays never reaches the server
 (it ends in 'Deadline Exceeded'), while bytes, lists and NumPy return values travel fine.
 """
 
 import dataclasses
+import os
 import queue
 import threading
 import time
@@ -259,6 +261,7 @@ class InferenceServer:
     calls = max(w['calls'], 1)
     self._logger(dict(
         requests=self.total_requests, param_version=self.version, elapsed_s=elapsed,
+        pid=os.getpid(),
         calls_per_s=w['calls'] / span, requests_per_s=w['requests'] / span,
         envs_per_s=w['envs'] / span, requests_per_call=w['requests'] / calls,
         envs_per_call=w['envs'] / calls, infer_ms_per_call=1000 * w['infer_s'] / calls,

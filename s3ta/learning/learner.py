@@ -119,6 +119,11 @@ class Learner:
     state, version = self._state, int(self.counters.param_version)
     return self._publisher.get(version, state.params, known_version)
 
+  @property
+  def current_params(self) -> tuple[int, Any]:
+    """(version, parameters on the learner's device), for consumers in this process."""
+    return int(self.counters.param_version), self._state.params
+
   def get_counts(self) -> dict:
     return self.counters.as_dict()
 
