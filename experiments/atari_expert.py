@@ -23,7 +23,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.seed = 0  # seeds parameters, every actor's PRNG key and every env batch
 
   config.env = ml_collections.ConfigDict()  # s3ta/envs/factory.py
-  config.env.name = 'atari'  # 'atari' or 'catch'
+  config.env.name = 'atari'  # 'atari', 'catch' or 'atari_ram' (RAM features, papers 002/003)
   config.env.backend = 'envpool'  # Atari backend: 'envpool' or 'ale' (ale-py's vector env)
   config.env.game = 'Pong'  # game name (any of s3ta.envs.atari.available_games(backend))
   config.env.num_envs = 8  # environments per actor, stepped as one batch
@@ -34,6 +34,9 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.env.max_episode_steps = 27_000  # agent steps before truncation (108 000 frames)
   config.env.noop_max = 30  # up to this many no-ops at episode start
   config.env.num_threads = 0  # EnvPool threads per actor (0: EnvPool's choice)
+  config.env.ram_history = 4  # atari_ram: agent steps of each feature's history (T)
+  config.env.random_features = 0  # atari_ram: random bytes appended as irrelevant features
+  config.env.feature_shuffle_seed = 0  # atari_ram: fixes the feature order for a run
 
   config.network = ml_collections.ConfigDict()  # passed to NetworkConfig.from_dict (Table 2)
   config.network.kind = 's3ta'  # s3ta | fixed_query | l2_keys | resnet | resnet_lstm
@@ -49,6 +52,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.answer_hidden = (512, 256)  # answer processor MLP
   config.network.lstm_size = 256  # policy core LSTM
   config.network.head_hidden = 128  # MLP before policy and value heads
+  config.network.mlp_hidden = (64, 64)  # 'mlp' (feature baseline): hidden layers
   config.network.dtype = 'float32'  # compute dtype ('bfloat16' for speed on accelerators)
   config.network.remat = False  # recompute core steps in backward (B 128 x T 50: XLA temp 65 -> 31 GiB)
 

@@ -3,7 +3,8 @@
 Every loop (distributed actors and evaluator, the single-machine trainer, the
 analysis tools) builds environments here, so an env option means the same
 everywhere. `config.env.name` picks the environment ('atari' when absent, as in
-configs older than the field), `config.env.backend` the Atari backend
+configs older than the field; 'atari_ram' for the games' RAM features,
+`s3ta/envs/atari_ram.py`), `config.env.backend` the Atari backend
 ('envpool' when absent). Every environment returned has `send`/`recv` as well
 as `step`, so callers can overlap the emulator with other work.
 """
@@ -12,9 +13,11 @@ import functools
 from typing import Any, Optional
 
 from s3ta.envs import atari
+from s3ta.envs import atari_ram
 from s3ta.envs.catch import BatchedCatch
 
-ENV_NAMES = ('atari', 'catch')
+ENV_NAMES = ('atari', 'catch', 'atari_ram')
+ATARI_NAMES = ('atari', 'atari_ram')  # stepped by ALE/EnvPool: action repeat, human scores
 
 
 def _get(env_config, key: str, default: Any = None) -> Any:
@@ -39,13 +42,16 @@ def frame_stack(env_config) -> int:
 
 def frames_per_step(env_config) -> int:
   """Emulator frames per agent step (the action repeat; 1 for Catch)."""
-  return int(_get(env_config, 'frame_skip', atari.FRAME_SKIP)) if env_name(env_config) == 'atari' else 1
+  return int(_get(env_config, 'frame_skip', atari.FRAME_SKIP)) if env_name(
+      env_config) in ATARI_NAMES else 1
 
 
 def game(env_config) -> str:
   """The Atari game's name, for human-normalised scores ('' for non-Atari environments)."""
-  return atari.validate_game(env_config['game'], backend(env_config)) if env_name(
-      env_config) == 'atari' else ''
+  name = env_name(env_config)
+  if name == 'atari_ram':
+    return env_config['game']  # validated against the feature tables
+  return atari.validate_game(env_config['game'], backend(env_config)) if name == 'atari' else ''
 
 
 def validate(env_config) -> None:
@@ -60,6 +66,9 @@ def validate(env_config) -> None:
   stack = _get(env_config, 'frame_stack', 1)
   if not isinstance(stack, int) or isinstance(stack, bool) or stack < 1:
     raise ValueError(f'config.env.frame_stack must be an integer >= 1, got {stack!r}.')
+  if name == 'atari_ram':
+    _validate_ram(env_config, stack)
+    return
   if name != 'atari':
     return
   chosen = backend(env_config)
@@ -83,6 +92,23 @@ def validate(env_config) -> None:
     raise ValueError(f'config.env.{e}') from e
 
 
+def _validate_ram(env_config, stack: int) -> None:
+  try:
+    atari_ram.check_options(env_config['game'], _get(env_config, 'ram_history', 4),
+                            _get(env_config, 'random_features', 0))
+    atari.check_options(
+        num_envs=_get(env_config, 'num_envs', 1),
+        max_episode_steps=_get(env_config, 'max_episode_steps', 1),
+        frame_skip=_get(env_config, 'frame_skip', atari.FRAME_SKIP),
+        noop_max=_get(env_config, 'noop_max', 30), num_threads=0)
+  except ValueError as e:
+    raise ValueError(f'config.env.{e}') from e
+  if stack != 1:
+    raise ValueError('config.env.frame_stack must be 1 for atari_ram (the features carry '
+                     f'their own history, config.env.ram_history), got {stack}.')
+  atari_ram.import_ale()
+
+
 def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optional[int] = None,
              num_threads: Optional[int] = None):
   """The batched environment of `env_config` with `num_envs` copies, env i seeded `seed + i`.
@@ -97,6 +123,16 @@ def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optiona
                        columns=_get(env_config, 'columns', 5),
                        pixel_scale=_get(env_config, 'pixel_scale', 1), seed=seed)
     env = _SplitStep(env)
+  elif env_name(env_config) == 'atari_ram':
+    env = atari_ram.RamFeatureEnv(
+        env_config['game'], num_envs, seed, history=int(_get(env_config, 'ram_history', 4)),
+        random_features=int(_get(env_config, 'random_features', 0)),
+        shuffle_seed=int(_get(env_config, 'feature_shuffle_seed', 0)),
+        full_action_space=bool(_get(env_config, 'full_action_space', False)),
+        frame_skip=int(_get(env_config, 'frame_skip', atari.FRAME_SKIP)),
+        noop_max=int(_get(env_config, 'noop_max', 30)),
+        max_episode_steps=int(max_episode_steps or _get(env_config, 'max_episode_steps',
+                                                        atari.MAX_EPISODE_FRAMES // atari.FRAME_SKIP)))
   else:
     if backend(env_config) == 'ale':
       from s3ta.envs.ale import AleAtariEnv as env_class  # pylint: disable=g-import-not-at-top
@@ -118,9 +154,11 @@ def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optiona
 def env_spec(env_config) -> tuple[int, tuple[int, int, int]]:
   """(num_actions, observation_shape) of `env_config`'s environment."""
   validate(env_config)
-  if env_name(env_config) == 'catch':
+  if env_name(env_config) in ('catch', 'atari_ram'):
     env = make_env(env_config, 1, 0)
-    return env.num_actions, tuple(env.observation_shape)
+    spec = env.num_actions, tuple(env.observation_shape)
+    env.close()
+    return spec
   return _atari_spec(env_config['game'], backend(env_config),
                      bool(_get(env_config, 'light_observation', False)),
                      bool(_get(env_config, 'full_action_space', False)), frame_stack(env_config))

@@ -20,7 +20,7 @@ from s3ta.networks import attention as attention_lib
 from s3ta.utils import dataclass_config
 
 NETWORK_KINDS = ('s3ta', 'fixed_query', 'l2_keys', 'resnet', 'resnet_lstm', 'nature',
-                 'nature_lstm')
+                 'nature_lstm', 'mlp')
 ATTENTION_KINDS = ('s3ta', 'fixed_query', 'l2_keys')
 RECURRENT_BASELINES = ('resnet_lstm', 'nature_lstm')  # LSTM core with previous action/reward
 
@@ -49,6 +49,7 @@ class NetworkConfig:
   nature_kernels: Sequence[int] = (8, 4, 3)
   nature_strides: Sequence[int] = (4, 2, 1)
   nature_hidden: int = 512  # its fully connected layer
+  mlp_hidden: Sequence[int] = (64, 64)  # 'mlp': hidden layers over flattened features (RAM)
   dtype: str = 'float32'  # compute dtype: 'float32' or 'bfloat16'
   remat: bool = False  # recompute each scanned core step in the backward pass (less memory)
 
@@ -68,6 +69,8 @@ class NetworkConfig:
     for name in ('num_heads', 'basis_frequencies', 'lstm_size', 'head_hidden', 'nature_hidden'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
+    if not self.mlp_hidden or min(self.mlp_hidden) < 1:
+      raise ValueError(f'mlp_hidden must be one or more sizes >= 1, got {tuple(self.mlp_hidden)}.')
 
   @property
   def compute_dtype(self) -> jnp.dtype:
@@ -253,6 +256,19 @@ class NatureTorso(nn.Module):
     return nn.relu(nn.Dense(cfg.nature_hidden, dtype=dtype, name='output')(x))
 
 
+class MLPTorso(nn.Module):
+  """The feature baseline ('FC' of paper 002): bytes scaled to [0, 1], flattened, ReLU layers."""
+  config: NetworkConfig
+
+  @nn.compact
+  def __call__(self, frames):
+    dtype = self.config.compute_dtype
+    x = (frames.astype(dtype) / 255.0).reshape(frames.shape[0], -1)
+    for i, size in enumerate(self.config.mlp_hidden):
+      x = nn.relu(nn.Dense(size, dtype=dtype, name=f'hidden_{i}')(x))
+    return x
+
+
 class S3TACore(nn.Module):
   """One time step of the S3TA agent after the ConvNet: ConvLSTM, attention, LSTM.
 
@@ -357,7 +373,8 @@ class AgentModule(nn.Module):
                       attention_lib.spatial_basis(*cfg.vision_shape(self.observation_shape),
                                                   cfg.basis_frequencies), name='core')
     else:
-      torso = NatureTorso if cfg.kind.startswith('nature') else ResNetTorso
+      torso = {'nature': NatureTorso, 'nature_lstm': NatureTorso, 'mlp': MLPTorso}.get(
+          cfg.kind, ResNetTorso)
       features = torso(cfg, name='torso')(frames)
       core_cls = nn.scan(wrap(BaselineCore), variable_broadcast='params', split_rngs={'params': False},
                          in_axes=(0, nn.broadcast), out_axes=0)

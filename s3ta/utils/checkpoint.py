@@ -184,10 +184,18 @@ def save(directory: str, step: int, state: Any, *, counters: Optional[dict] = No
   return final
 
 
+# Network fields that change how a step is computed, not what the parameters are.
+RUNTIME_ONLY_NETWORK_FIELDS = ('remat',)
+
+
 def _config_differences(saved: Optional[dict], wanted: dict) -> list[str]:
+  """Fields of the network config that differ. A field the checkpoint lacks predates it
+  (new fields default to the old behaviour), so it is not a difference; the leaf shape
+  and dtype checks still catch parameters that do not fit."""
   if saved is None:
     return ['the checkpoint has no network config']
-  keys = sorted(set(saved) | set(wanted))
+  keys = sorted(k for k in set(saved) | set(wanted)
+                if k not in RUNTIME_ONLY_NETWORK_FIELDS and (k in saved or k not in wanted))
   return [f'{k}: checkpoint {saved.get(k, "<missing>")!r} vs requested {wanted.get(k, "<missing>")!r}'
           for k in keys if saved.get(k) != wanted.get(k)]
 

@@ -1,0 +1,47 @@
+"""Atari from RAM features (papers 002 and 003): the feature baseline ('FC') trained with PPO.
+
+Usage:
+  python -m launch.train_single --config=experiments/ram_features.py[:GAME[,N]] --workdir=DIR
+
+GAME: one of s3ta.envs.atari_ram.FEATURES (default Pong); N: random bytes appended as
+irrelevant features (002: 0, 8, 32, 128). Observations are each feature's last 4
+agent steps, in a feature order fixed per run (`env.feature_shuffle_seed`). PPO
+settings are 002's Table 1 (horizon 128, 3 epochs, Adam 2.5e-4, clip 0.1, GAE 0.95,
+gradient-norm clip 0.5, entropy 0.01, value 0.5); 16 environments, 4 minibatches.
+"""
+
+from experiments import atari_expert
+from s3ta.envs import atari_ram
+
+
+def get_config(arg: str = ''):
+  parts = [p.strip() for p in (arg or '').split(',') if p.strip()]
+  game = parts[0] if parts else 'Pong'
+  if game not in atari_ram.FEATURES or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+    raise ValueError(f'Unknown ram_features argument {arg!r}; valid: GAME[,N] with GAME one of '
+                     f'{tuple(sorted(atari_ram.FEATURES))} and N random features (an integer).')
+  config = atari_expert.get_config('cpu')
+  config.env.name = 'atari_ram'
+  config.env.game = game
+  config.env.light_observation = False  # unused: features, not frames
+  config.env.ram_history = 4  # T (002 App. D)
+  config.env.random_features = int(parts[1]) if len(parts) == 2 else 0
+  config.env.num_envs = 8  # per env group / actor
+  config.num_actors = 2  # 2 groups x 8 = 16 environments
+
+  config.network.kind = 'mlp'  # the FC baseline of 002
+  config.network.mlp_hidden = (64, 64)
+
+  config.single_machine.algorithm = 'ppo'
+  config.unroll_length = 128  # PPO horizon
+  config.batch_size = 16  # one update per rollout of all 16 environments
+  config.ppo.num_minibatches = 4  # of 4 environments x 128 steps
+  config.ppo.learning_rate_decay_updates = 4883  # linear anneal to 0 at 1e7 agent steps
+
+  config.max_frames = 40_000_000  # 1e7 agent steps (action repeat 4)
+  config.max_seconds = 7_200.0
+  config.checkpoint_minutes = 10.0
+  config.evaluator.period_s = 300.0
+  config.evaluator.num_episodes = 4
+  config.evaluator.num_envs = 4
+  return config

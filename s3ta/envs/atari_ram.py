@@ -1,0 +1,185 @@
+"""Semantic Atari features from the console RAM (papers 002 and 003): `config.env.name = 'atari_ram'`.
+
+The agents of "Attention or memory?" and "Generalized attention-weighted RL" see a
+game's annotated state variables instead of pixels: the RAM bytes that hold the
+player's, enemies' and ball's positions, scores and the like, as published with the
+Atari Annotated RAM Interface (Anand et al. 2019, AtariARI). `FEATURES` holds those
+tables for the papers' games; their sizes are the papers' feature counts (Pong 8,
+DemonAttack 10, Asteroids 41, Breakout 35).
+
+Observation: uint8 [F, T, 1], feature f's byte over the last T agent steps (oldest
+first; a new episode fills its history with its first value). F is the game's
+features plus `random_features` bytes drawn uniformly at random every step (002's
+irrelevant features), in an order shuffled by `shuffle_seed` and fixed for the run
+(002 App. D); `feature_names` gives the order. Networks scale bytes by 1/255, as they
+do pixels, so the features reach them in [0, 1].
+
+Stepping matches the pixel backends (`s3ta/envs/atari.py`): action repeat `frame_skip`
+(rewards summed), up to `noop_max` no-ops at an episode's start, the minimal or full
+action set, no life-loss termination, truncation after `max_episode_steps` agent
+steps, the terminal observation (`last`, discount 0) and then the new episode's first
+one step later (`is_first`, reward 0, discount 0). ALE's vector env does not expose the
+RAM, so each environment is its own `ale_py.ALEInterface`, stepped in turn.
+"""
+
+from typing import Optional
+
+import numpy as np
+
+from s3ta.envs import atari
+from s3ta.envs.base import EnvStep
+
+# AtariARI's RAM addresses of each annotated state variable, lists expanded to name_i.
+FEATURES = {
+    'Pong': (('player_y', 51), ('player_x', 46), ('enemy_y', 50), ('enemy_x', 45),
+             ('ball_x', 49), ('ball_y', 54), ('enemy_score', 13), ('player_score', 14)),
+    'Breakout': (('ball_x', 99), ('ball_y', 101), ('player_x', 72), ('blocks_hit_count', 77),
+                 *((f'block_bit_map_{i}', i) for i in range(30)), ('score', 84)),
+    'DemonAttack': (('level', 62), ('player_x', 22), ('enemy_x1', 17), ('enemy_x2', 18),
+                    ('enemy_x3', 19), ('missile_y', 21), ('enemy_y1', 69), ('enemy_y2', 70),
+                    ('enemy_y3', 71), ('num_lives', 114)),
+    'Asteroids': (*((f'enemy_asteroids_y_{i}', a) for i, a in enumerate(
+                      (3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15, 16, 17, 18, 19))),
+                  *((f'enemy_asteroids_x_{i}', a) for i, a in enumerate(
+                      (21, 22, 23, 24, 25, 26, 27, 30, 31, 32, 33, 34, 35, 36, 37))),
+                  ('player_x', 73), ('player_y', 74), ('num_lives_direction', 60),
+                  ('player_score_high', 61), ('player_score_low', 62), ('player_missile_x1', 83),
+                  ('player_missile_x2', 84), ('player_missile_y1', 86), ('player_missile_y2', 87),
+                  ('player_missile1_direction', 89), ('player_missile2_direction', 90)),
+}
+MAX_RANDOM_FEATURES = 1024
+MAX_HISTORY = 64
+
+
+def check_options(game: str, history: int, random_features: int) -> None:
+  """Raises ValueError naming the first bad value (the game, history or random features)."""
+  if game not in FEATURES:
+    raise ValueError(f"no RAM feature table for game {game!r}; games with one: "
+                     f"{tuple(sorted(FEATURES))}.")
+  if not isinstance(history, int) or not 1 <= history <= MAX_HISTORY:
+    raise ValueError(f'ram_history must be an integer in [1, {MAX_HISTORY}], got {history!r}.')
+  if not isinstance(random_features, int) or not 0 <= random_features <= MAX_RANDOM_FEATURES:
+    raise ValueError(f'random_features must be an integer in [0, {MAX_RANDOM_FEATURES}], got '
+                     f'{random_features!r}.')
+
+
+def feature_order(game: str, random_features: int, shuffle_seed: int) -> tuple[list[str], np.ndarray]:
+  """(names in observation order, permutation): position j shows feature `perm[j]` of the
+  unshuffled list (the game's features, then the random ones)."""
+  names = [name for name, _ in FEATURES[game]] + [f'random_{i}' for i in range(random_features)]
+  perm = np.random.default_rng(shuffle_seed).permutation(len(names))
+  return [names[i] for i in perm], perm
+
+
+def import_ale():
+  # Lazy: ale-py is optional; without it only this environment fails, with one line.
+  try:
+    import ale_py  # pylint: disable=g-import-not-at-top
+    from ale_py import roms  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise ValueError("config.env.name 'atari_ram' needs ale-py (pip install ale-py==0.12.1), "
+                     f'which did not import: {e}.') from e
+  return ale_py, roms
+
+
+class RamFeatureEnv:
+  """`num_envs` games whose observations are their RAM features' recent history."""
+
+  def __init__(self, game: str, num_envs: int, seed: int, *, history: int = 4,
+               random_features: int = 0, shuffle_seed: int = 0,
+               frame_skip: int = atari.FRAME_SKIP, noop_max: int = 30,
+               max_episode_steps: int = atari.MAX_EPISODE_FRAMES // atari.FRAME_SKIP,
+               full_action_space: bool = False, repeat_action_probability: float = 0.0):
+    check_options(game, history, random_features)
+    atari.check_options(num_envs=num_envs, max_episode_steps=max_episode_steps,
+                        frame_skip=frame_skip, noop_max=noop_max, num_threads=0,
+                        repeat_action_probability=repeat_action_probability)
+    ale_py, roms = import_ale()
+    from s3ta.envs.ale import rom_id  # pylint: disable=g-import-not-at-top  (ale-py present now)
+    rom = roms.get_rom_path(rom_id(game))
+    self.game, self.num_envs, self._frame_skip, self._noop_max = game, num_envs, frame_skip, noop_max
+    self._ales = []
+    for i in range(num_envs):
+      ale = ale_py.ALEInterface()
+      ale.setLoggerMode(ale_py.LoggerMode.Error)
+      ale.setInt('random_seed', (seed + i) % 2**31)
+      ale.setFloat('repeat_action_probability', repeat_action_probability)
+      ale.setInt('max_num_frames_per_episode', max_episode_steps * frame_skip)
+      ale.loadROM(rom)
+      self._ales.append(ale)
+    actions = (self._ales[0].getLegalActionSet() if full_action_space
+               else self._ales[0].getMinimalActionSet())
+    self._action_set = list(actions)
+    self.num_actions = len(self._action_set)
+    self._addresses = np.asarray([address for _, address in FEATURES[game]], np.int64)
+    self._random_features = random_features
+    self.feature_names, self._perm = feature_order(game, random_features, shuffle_seed)
+    self.observation_shape = (len(self.feature_names), history, 1)
+    self._rng = np.random.default_rng(seed)  # no-op counts and random features
+    self._history = np.zeros((num_envs, len(self.feature_names), history), np.uint8)
+    self._ended = np.zeros(num_envs, bool)
+    self._pending: Optional[np.ndarray] = None
+
+  def _features(self, i: int) -> np.ndarray:
+    real = self._ales[i].getRAM()[self._addresses]
+    noise = self._rng.integers(0, 256, self._random_features, dtype=np.uint8)
+    return np.concatenate([real, noise])[self._perm]
+
+  def _start(self, i: int) -> None:
+    """A new episode in env i (after up to `noop_max` no-ops), its history filled."""
+    ale = self._ales[i]
+    ale.reset_game()
+    for _ in range(int(self._rng.integers(1, self._noop_max + 1))):
+      ale.act(self._action_set[0])
+      if ale.game_over():
+        ale.reset_game()
+    self._history[i] = self._features(i)[:, None]
+
+  def _observation(self) -> np.ndarray:
+    return self._history[..., None].copy()
+
+  def reset(self) -> EnvStep:
+    for i in range(self.num_envs):
+      self._start(i)
+    self._ended[:] = False
+    zeros = np.zeros(self.num_envs, np.float32)
+    return EnvStep(self._observation(), zeros, zeros.copy(), np.ones(self.num_envs, bool),
+                   np.zeros(self.num_envs, bool))
+
+  def send(self, actions) -> None:
+    actions = np.asarray(actions)
+    if actions.shape != (self.num_envs,) or np.any((actions < 0) | (actions >= self.num_actions)):
+      raise ValueError(f'actions must be {self.num_envs} ints in [0, {self.num_actions}), '
+                       f'got {actions!r}.')
+    if self._pending is not None:
+      raise ValueError('send() called twice without recv() in between.')
+    self._pending = actions
+
+  def recv(self) -> EnvStep:
+    if self._pending is None:
+      raise ValueError('recv() called without a pending send().')
+    actions, self._pending = self._pending, None
+    reward = np.zeros(self.num_envs, np.float32)
+    is_first = self._ended.copy()
+    last = np.zeros(self.num_envs, bool)
+    for i, ale in enumerate(self._ales):
+      if is_first[i]:  # the step after an episode's last one starts the next (reward 0)
+        self._start(i)
+        continue
+      for _ in range(self._frame_skip):
+        reward[i] += ale.act(self._action_set[int(actions[i])])
+        if ale.game_over():
+          break
+      last[i] = ale.game_over()  # terminated, or truncated at max_episode_steps
+      self._history[i] = np.roll(self._history[i], -1, axis=1)
+      self._history[i, :, -1] = self._features(i)
+    self._ended = last
+    discount = np.where(last | is_first, 0.0, 1.0).astype(np.float32)
+    return EnvStep(self._observation(), reward, discount, is_first, last.copy())
+
+  def step(self, actions) -> EnvStep:
+    self.send(actions)
+    return self.recv()
+
+  def close(self) -> None:
+    self._ales = []
