@@ -37,6 +37,8 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.env.ram_history = 4  # atari_ram: agent steps of each feature's history (T)
   config.env.random_features = 0  # atari_ram: random bytes appended as irrelevant features
   config.env.feature_shuffle_seed = 0  # atari_ram: fixes the feature order for a run
+  config.env.distractors = 0  # atari_ram: other instances of the game whose features are appended
+  config.env.distractor_policy = ''  # atari_ram: who plays them ('random'); needed if distractors
 
   config.network = ml_collections.ConfigDict()  # passed to NetworkConfig.from_dict (Table 2)
   config.network.kind = 's3ta'  # s3ta | fixed_query | l2_keys | resnet | resnet_lstm
@@ -53,6 +55,15 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.lstm_size = 256  # policy core LSTM
   config.network.head_hidden = 128  # MLP before policy and value heads
   config.network.mlp_hidden = (64, 64)  # 'mlp' (feature baseline): hidden layers
+  config.network.awrl_heads = 4  # 'dawrl'/'gawrl' (paper 003): heads per attention module
+  config.network.awrl_key_size = 32  # d_k = d_v
+  config.network.awrl_model_size = 32  # per-token up-scaling output
+  config.network.awrl_layers = 2  # attention modules
+  config.network.awrl_position_size = 16  # sine-cosine address encoding (even)
+  config.network.awrl_hidden = 64  # g-AWRL's fully connected layer before the heads
+  config.network.awrl_attention = 'both'  # queries/keys from 'both', 'content' or 'address'
+  config.network.cnn_channels = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters each
+  config.network.cnn_hidden = 64  # their dense layer before the heads
   config.network.dtype = 'float32'  # compute dtype ('bfloat16' for speed on accelerators)
   config.network.remat = False  # recompute core steps in backward (B 128 x T 50: XLA temp 65 -> 31 GiB)
 

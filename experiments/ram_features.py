@@ -1,7 +1,9 @@
-"""Atari from RAM features (papers 002 and 003): the feature baseline ('FC') trained with PPO.
+"""Atari from RAM features (papers 002 and 003): the feature agents trained with PPO.
 
 Usage:
-  python -m launch.train_single --config=experiments/ram_features.py[:GAME[,N]] --workdir=DIR
+  python -m launch.train_single --config=experiments/ram_features.py[:GAME[,N]] --workdir=DIR \
+      [--config.network.kind=mlp|gawrl|dawrl|cnn1d|acnn] [--config.network.awrl_attention=both|content|address]
+      [--config.env.distractors=3 --config.env.distractor_policy=random]   # 003's distractor games
 
 GAME: one of s3ta.envs.atari_ram.FEATURES (default Pong); N: random bytes appended as
 irrelevant features (002: 0, 8, 32, 128). Observations are each feature's last 4
@@ -29,7 +31,7 @@ def get_config(arg: str = ''):
   config.env.num_envs = 8  # per env group / actor
   config.num_actors = 2  # 2 groups x 8 = 16 environments
 
-  config.network.kind = 'mlp'  # the FC baseline of 002
+  config.network.kind = 'mlp'  # FC baseline; 'gawrl'/'dawrl': 003's agents; 'cnn1d'/'acnn'
   config.network.mlp_hidden = (64, 64)
 
   config.single_machine.algorithm = 'ppo'

@@ -123,3 +123,29 @@ def test_the_ram_features_config_parses_its_argument():
     ram_features.get_config('Seaquest')
   with pytest.raises(ValueError, match="Unknown ram_features argument 'Pong,many'"):
     ram_features.get_config('Pong,many')
+
+
+def test_distractor_games_append_their_features_and_run_on_their_own():
+  env = atari_ram.RamFeatureEnv('Pong', 1, seed=0, distractors=2, distractor_policy='random',
+                                shuffle_seed=4, noop_max=1)
+  assert env.observation_shape == (24, 4, 1)
+  names = env.feature_names
+  assert sorted(n for n in names if n.startswith('distractor2_')) == sorted(
+      f'distractor2_{n}' for n, _ in atari_ram.FEATURES['Pong'])
+  env.reset()
+  rows = lambda prefix: [j for j, n in enumerate(names) if n.startswith(prefix)]
+  own = [j for j, n in enumerate(names) if not n.startswith('distractor')]
+  for _ in range(40):
+    step = env.step(np.asarray([0]))  # the agent stands still; the distractors play randomly
+  latest = step.observation[0, :, -1, 0]
+  assert not np.array_equal(latest[rows('distractor1_')], latest[rows('distractor2_')])
+  order = lambda idx: [names[j].split('_', 1)[-1] for j in idx]
+  own_by_name = dict(zip([names[j] for j in own], latest[own]))
+  d1_by_name = dict(zip(order(rows('distractor1_')), latest[rows('distractor1_')]))
+  assert own_by_name['player_y'] != d1_by_name['player_y'] or (
+      own_by_name['ball_x'] != d1_by_name['ball_x'])
+  with pytest.raises(ValueError, match="distractor_policy '' cannot play 1 distractor game"):
+    factory.validate({'name': 'atari_ram', 'game': 'Pong', 'distractors': 1})
+  with pytest.raises(ValueError, match=r'distractors must be an integer in \[0, 7\], got 9'):
+    factory.validate({'name': 'atari_ram', 'game': 'Pong', 'distractors': 9,
+                      'distractor_policy': 'random'})

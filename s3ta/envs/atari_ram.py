@@ -9,9 +9,12 @@ DemonAttack 10, Asteroids 41, Breakout 35).
 
 Observation: uint8 [F, T, 1], feature f's byte over the last T agent steps (oldest
 first; a new episode fills its history with its first value). F is the game's
-features plus `random_features` bytes drawn uniformly at random every step (002's
-irrelevant features), in an order shuffled by `shuffle_seed` and fixed for the run
-(002 App. D); `feature_names` gives the order. Networks scale bytes by 1/255, as they
+features, then those of `distractors` other instances of the same game (003's
+distractor environments: the agent acts in one instance only; the others are played
+by `distractor_policy`, today 'random', uniformly random actions), then
+`random_features` bytes drawn uniformly at random every step (002's irrelevant
+features), in an order shuffled by `shuffle_seed` and fixed for the run (002 App. D);
+`feature_names` gives the order. Networks scale bytes by 1/255, as they
 do pixels, so the features reach them in [0, 1].
 
 Stepping matches the pixel backends (`s3ta/envs/atari.py`): action repeat `frame_skip`
@@ -49,10 +52,13 @@ FEATURES = {
 }
 MAX_RANDOM_FEATURES = 1024
 MAX_HISTORY = 64
+MAX_DISTRACTORS = 7
+DISTRACTOR_POLICIES = ('random',)  # who plays the distractor instances
 
 
-def check_options(game: str, history: int, random_features: int) -> None:
-  """Raises ValueError naming the first bad value (the game, history or random features)."""
+def check_options(game: str, history: int, random_features: int, distractors: int = 0,
+                  distractor_policy: str = '') -> None:
+  """Raises ValueError naming the first bad value (game, history, random features, distractors)."""
   if game not in FEATURES:
     raise ValueError(f"no RAM feature table for game {game!r}; games with one: "
                      f"{tuple(sorted(FEATURES))}.")
@@ -61,12 +67,21 @@ def check_options(game: str, history: int, random_features: int) -> None:
   if not isinstance(random_features, int) or not 0 <= random_features <= MAX_RANDOM_FEATURES:
     raise ValueError(f'random_features must be an integer in [0, {MAX_RANDOM_FEATURES}], got '
                      f'{random_features!r}.')
+  if not isinstance(distractors, int) or not 0 <= distractors <= MAX_DISTRACTORS:
+    raise ValueError(f'distractors must be an integer in [0, {MAX_DISTRACTORS}], got '
+                     f'{distractors!r}.')
+  if distractors and distractor_policy not in DISTRACTOR_POLICIES:
+    raise ValueError(f'distractor_policy {distractor_policy!r} cannot play {distractors} '
+                     f'distractor game(s); allowed: {DISTRACTOR_POLICIES}.')
 
 
-def feature_order(game: str, random_features: int, shuffle_seed: int) -> tuple[list[str], np.ndarray]:
+def feature_order(game: str, random_features: int, shuffle_seed: int,
+                  distractors: int = 0) -> tuple[list[str], np.ndarray]:
   """(names in observation order, permutation): position j shows feature `perm[j]` of the
-  unshuffled list (the game's features, then the random ones)."""
-  names = [name for name, _ in FEATURES[game]] + [f'random_{i}' for i in range(random_features)]
+  unshuffled list (the game's features, each distractor's, then the random ones)."""
+  own = [name for name, _ in FEATURES[game]]
+  names = own + [f'distractor{d}_{name}' for d in range(1, distractors + 1) for name in own]
+  names += [f'random_{i}' for i in range(random_features)]
   perm = np.random.default_rng(shuffle_seed).permutation(len(names))
   return [names[i] for i in perm], perm
 
@@ -86,11 +101,12 @@ class RamFeatureEnv:
   """`num_envs` games whose observations are their RAM features' recent history."""
 
   def __init__(self, game: str, num_envs: int, seed: int, *, history: int = 4,
-               random_features: int = 0, shuffle_seed: int = 0,
+               random_features: int = 0, shuffle_seed: int = 0, distractors: int = 0,
+               distractor_policy: str = '',
                frame_skip: int = atari.FRAME_SKIP, noop_max: int = 30,
                max_episode_steps: int = atari.MAX_EPISODE_FRAMES // atari.FRAME_SKIP,
                full_action_space: bool = False, repeat_action_probability: float = 0.0):
-    check_options(game, history, random_features)
+    check_options(game, history, random_features, distractors, distractor_policy)
     atari.check_options(num_envs=num_envs, max_episode_steps=max_episode_steps,
                         frame_skip=frame_skip, noop_max=noop_max, num_threads=0,
                         repeat_action_probability=repeat_action_probability)
@@ -98,22 +114,29 @@ class RamFeatureEnv:
     from s3ta.envs.ale import rom_id  # pylint: disable=g-import-not-at-top  (ale-py present now)
     rom = roms.get_rom_path(rom_id(game))
     self.game, self.num_envs, self._frame_skip, self._noop_max = game, num_envs, frame_skip, noop_max
-    self._ales = []
-    for i in range(num_envs):
+
+
+    def make_ale(ale_seed: int):
       ale = ale_py.ALEInterface()
       ale.setLoggerMode(ale_py.LoggerMode.Error)
-      ale.setInt('random_seed', (seed + i) % 2**31)
+      ale.setInt('random_seed', ale_seed % 2**31)
       ale.setFloat('repeat_action_probability', repeat_action_probability)
       ale.setInt('max_num_frames_per_episode', max_episode_steps * frame_skip)
       ale.loadROM(rom)
-      self._ales.append(ale)
+      return ale
+
+    self._ales = [make_ale(seed + i) for i in range(num_envs)]
+    # Env i's distractor games, each its own seed stream (never an agent env's seed).
+    self._distractors = [[make_ale(seed + 1_000_003 * d + i) for d in range(1, distractors + 1)]
+                         for i in range(num_envs)]
     actions = (self._ales[0].getLegalActionSet() if full_action_space
                else self._ales[0].getMinimalActionSet())
     self._action_set = list(actions)
     self.num_actions = len(self._action_set)
     self._addresses = np.asarray([address for _, address in FEATURES[game]], np.int64)
     self._random_features = random_features
-    self.feature_names, self._perm = feature_order(game, random_features, shuffle_seed)
+    self.feature_names, self._perm = feature_order(game, random_features, shuffle_seed,
+                                                   distractors)
     self.observation_shape = (len(self.feature_names), history, 1)
     self._rng = np.random.default_rng(seed)  # no-op counts and random features
     self._history = np.zeros((num_envs, len(self.feature_names), history), np.uint8)
@@ -121,9 +144,20 @@ class RamFeatureEnv:
     self._pending: Optional[np.ndarray] = None
 
   def _features(self, i: int) -> np.ndarray:
-    real = self._ales[i].getRAM()[self._addresses]
+    games = [self._ales[i]] + self._distractors[i]
+    real = [ale.getRAM()[self._addresses] for ale in games]
     noise = self._rng.integers(0, 256, self._random_features, dtype=np.uint8)
-    return np.concatenate([real, noise])[self._perm]
+    return np.concatenate(real + [noise])[self._perm]
+
+  def _step_distractors(self, i: int) -> None:
+    """One agent step of env i's distractor games under their policy (random actions)."""
+    for ale in self._distractors[i]:
+      action = self._action_set[int(self._rng.integers(0, self.num_actions))]
+      for _ in range(self._frame_skip):
+        ale.act(action)
+        if ale.game_over():
+          ale.reset_game()
+          break
 
   def _start(self, i: int) -> None:
     """A new episode in env i (after up to `noop_max` no-ops), its history filled."""
@@ -140,6 +174,8 @@ class RamFeatureEnv:
 
   def reset(self) -> EnvStep:
     for i in range(self.num_envs):
+      for ale in self._distractors[i]:
+        ale.reset_game()
       self._start(i)
     self._ended[:] = False
     zeros = np.zeros(self.num_envs, np.float32)
@@ -163,6 +199,7 @@ class RamFeatureEnv:
     is_first = self._ended.copy()
     last = np.zeros(self.num_envs, bool)
     for i, ale in enumerate(self._ales):
+      self._step_distractors(i)  # they run on through the agent's episode boundaries
       if is_first[i]:  # the step after an episode's last one starts the next (reward 0)
         self._start(i)
         continue
@@ -182,4 +219,4 @@ class RamFeatureEnv:
     return self.recv()
 
   def close(self) -> None:
-    self._ales = []
+    self._ales, self._distractors = [], []

@@ -17,10 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from s3ta.networks import attention as attention_lib
+from s3ta.networks import awrl
+from s3ta.networks import feature_cnn
 from s3ta.utils import dataclass_config
 
 NETWORK_KINDS = ('s3ta', 'fixed_query', 'l2_keys', 'resnet', 'resnet_lstm', 'nature',
-                 'nature_lstm', 'mlp')
+                 'nature_lstm', 'mlp', 'dawrl', 'gawrl', 'cnn1d', 'acnn')
+FEATURE_ATTENTION_KINDS = ('dawrl', 'gawrl')  # paper 003, over RAM features (awrl.py)
 ATTENTION_KINDS = ('s3ta', 'fixed_query', 'l2_keys')
 RECURRENT_BASELINES = ('resnet_lstm', 'nature_lstm')  # LSTM core with previous action/reward
 
@@ -50,6 +53,15 @@ class NetworkConfig:
   nature_strides: Sequence[int] = (4, 2, 1)
   nature_hidden: int = 512  # its fully connected layer
   mlp_hidden: Sequence[int] = (64, 64)  # 'mlp': hidden layers over flattened features (RAM)
+  awrl_heads: int = 4  # d-/g-AWRL (paper 003): heads per attention module
+  awrl_key_size: int = 32  # d_k = d_v
+  awrl_model_size: int = 32  # per-token up-scaling output
+  awrl_layers: int = 2  # attention modules
+  awrl_position_size: int = 16  # sine-cosine encoding of each token's address (even)
+  awrl_hidden: int = 64  # g-AWRL's fully connected layer before the heads
+  awrl_attention: str = 'both'  # queries/keys from 'both', 'content' or 'address'
+  cnn_channels: int = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters per convolution
+  cnn_hidden: int = 64  # their fully connected layer before the heads
   dtype: str = 'float32'  # compute dtype: 'float32' or 'bfloat16'
   remat: bool = False  # recompute each scanned core step in the backward pass (less memory)
 
@@ -69,6 +81,16 @@ class NetworkConfig:
     for name in ('num_heads', 'basis_frequencies', 'lstm_size', 'head_hidden', 'nature_hidden'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
+    for name in ('awrl_heads', 'awrl_key_size', 'awrl_model_size', 'awrl_layers', 'awrl_hidden',
+                 'cnn_channels', 'cnn_hidden'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
+    if self.awrl_position_size < 2 or self.awrl_position_size % 2:
+      raise ValueError(f'awrl_position_size must be an even number >= 2, got '
+                       f'{self.awrl_position_size}.')
+    if self.awrl_attention not in awrl.ATTENTION_SOURCES:
+      raise ValueError(f'awrl_attention must be one of {awrl.ATTENTION_SOURCES}, got '
+                       f'{self.awrl_attention!r}.')
     if not self.mlp_hidden or min(self.mlp_hidden) < 1:
       raise ValueError(f'mlp_hidden must be one or more sizes >= 1, got {tuple(self.mlp_hidden)}.')
 
@@ -338,6 +360,9 @@ class BaselineCore(nn.Module):
   def __call__(self, state: AgentState, step, attention_threshold):
     del attention_threshold  # no attention in the baselines
     features, prev_action, prev_reward, is_first = step
+    if self.config.kind in FEATURE_ATTENTION_KINDS:
+      features, maps = features
+      return state, AgentOutput(*PolicyValueHead(self.num_actions, name='head')(features), maps)
     if self.config.kind not in RECURRENT_BASELINES:
       return state, AgentOutput(*PolicyValueHead(self.num_actions, name='head')(features))
     state = _reset(state, is_first)
@@ -373,13 +398,15 @@ class AgentModule(nn.Module):
                       attention_lib.spatial_basis(*cfg.vision_shape(self.observation_shape),
                                                   cfg.basis_frequencies), name='core')
     else:
-      torso = {'nature': NatureTorso, 'nature_lstm': NatureTorso, 'mlp': MLPTorso}.get(
-          cfg.kind, ResNetTorso)
+      torso = {'nature': NatureTorso, 'nature_lstm': NatureTorso, 'mlp': MLPTorso,
+               'dawrl': awrl.AWRLTorso, 'gawrl': awrl.AWRLTorso,
+               'cnn1d': feature_cnn.FeatureCNNTorso,
+               'acnn': feature_cnn.FeatureCNNTorso}.get(cfg.kind, ResNetTorso)
       features = torso(cfg, name='torso')(frames)
       core_cls = nn.scan(wrap(BaselineCore), variable_broadcast='params', split_rngs={'params': False},
                          in_axes=(0, nn.broadcast), out_axes=0)
       core = core_cls(cfg, self.num_actions, name='core')
-    features = features.reshape((time, batch) + features.shape[1:])
+    features = jax.tree_util.tree_map(lambda x: x.reshape((time, batch) + x.shape[1:]), features)
     steps = (features, inputs.prev_action, inputs.prev_reward, inputs.is_first)
     final_state, outputs = core(state, steps, jnp.asarray(attention_threshold, jnp.float32))
     return outputs, final_state

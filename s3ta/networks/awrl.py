@@ -1,0 +1,111 @@
+"""Attention-weighted RL over semantic features (paper 003): d-AWRL and g-AWRL torsos.
+
+The observation [F, T, 1] (`s3ta/envs/atari_ram.py`) becomes L = F * T tokens, one per
+feature and time step, each its byte scaled to [0, 1] with a sine-cosine encoding of its
+position (the feature's address in the observation, fixed for a run) appended. Two
+attention modules follow, each a multi-head dot-product attention layer (4 heads,
+d_k = d_v = 32), a linear up-scaling applied to each token separately, and a
+normalisation layer (003 Sec. 5).
+
+- g-AWRL (`gawrl`): full self-attention, so tokens can be selected and mixed; the
+  tokens are then flattened into a fully connected layer before the policy and value
+  heads.
+- d-AWRL (`dawrl`): selection only. Each head's map keeps only the diagonal of
+  Q K^T / sqrt(d_k), a softmax over the tokens (a 1-D map), so token i becomes
+  a_i * e_i and no two tokens mix; the tokens are summed, and since the heads are
+  linear, value and logits are sums of per-token contributions (003 Eq. 6).
+
+`awrl_attention` conditions the queries and keys on 'both' (content and address),
+'content' only or 'address' only (003 Experiment 3; with 'address' every map is static);
+the embeddings always see both. In 'content' mode the first layer's tokens carry no
+position at all for q and k, and later layers attend from the mixed tokens.
+Deviation from 003: LayerNorm instead of batch normalisation, so that an actor's
+single step and the learner's batch compute the same function.
+"""
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ATTENTION_SOURCES = ('both', 'content', 'address')
+
+
+def positional_encoding(length: int, size: int) -> np.ndarray:
+  """[length, size] sine-cosine encoding of token positions (Vaswani et al. 2017)."""
+  positions = np.arange(length)[:, None]
+  rates = 1.0 / (10000.0 ** (np.arange(0, size, 2) / size))
+  encoding = np.zeros((length, size), np.float32)
+  encoding[:, 0::2] = np.sin(positions * rates)
+  encoding[:, 1::2] = np.cos(positions * rates)[:, :size // 2]
+  return encoding
+
+
+class AttentionModule(nn.Module):
+  """Multi-head dot-product attention over tokens, per-token up-scaling, LayerNorm.
+
+  Returns the new tokens [B, L, model_size] and the attention maps: [B, heads, L, L]
+  (full) or [B, heads, L] (selection only).
+  """
+  num_heads: int
+  key_size: int
+  model_size: int
+  selection_only: bool
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, tokens, attend_from):
+    batch, length = tokens.shape[:2]
+    project = lambda name, x: nn.Dense(self.num_heads * self.key_size, dtype=self.dtype,
+                                       name=name)(x).reshape(batch, length, self.num_heads,
+                                                             self.key_size)
+    queries, keys = project('query', attend_from), project('key', attend_from)
+    embeddings = project('embedding', tokens)
+    scale = 1.0 / np.sqrt(self.key_size)
+    if self.selection_only:  # the diagonal of Q K^T: one score per token, softmax over tokens
+      logits = jnp.einsum('blhd,blhd->bhl', queries, keys).astype(jnp.float32) * scale
+      weights = jax.nn.softmax(logits, axis=-1)  # [B, heads, L]
+      mixed = jnp.einsum('bhl,blhd->blhd', weights, embeddings.astype(jnp.float32))
+    else:
+      logits = jnp.einsum('bihd,bjhd->bhij', queries, keys).astype(jnp.float32) * scale
+      weights = jax.nn.softmax(logits, axis=-1)  # [B, heads, L, L], rows sum to 1
+      mixed = jnp.einsum('bhij,bjhd->bihd', weights, embeddings.astype(jnp.float32))
+    mixed = mixed.reshape(batch, length, self.num_heads * self.key_size).astype(self.dtype)
+    upscaled = nn.Dense(self.model_size, dtype=self.dtype, name='upscale')(mixed)
+    return nn.LayerNorm(dtype=jnp.float32, name='norm')(upscaled.astype(jnp.float32)), weights
+
+
+class AWRLTorso(nn.Module):
+  """d-AWRL or g-AWRL over [N, F, T, 1] feature histories; returns (features [N, D], maps).
+
+  `maps` are the first module's attention maps (what 003's figures show).
+  """
+  config: Any  # NetworkConfig
+
+  @nn.compact
+  def __call__(self, frames):
+    cfg = self.config
+    dtype = cfg.compute_dtype
+    batch = frames.shape[0]
+    values = (frames.astype(jnp.float32) / 255.0).reshape(batch, -1, 1)  # [N, L, 1], L = F * T
+    length = values.shape[1]
+    position = jnp.broadcast_to(positional_encoding(length, cfg.awrl_position_size),
+                                (batch, length, cfg.awrl_position_size))
+    tokens = jnp.concatenate([values, position], axis=-1).astype(dtype)
+    selection_only = cfg.kind == 'dawrl'
+    first_maps = None
+    for i in range(cfg.awrl_layers):
+      # What queries and keys see: 'address' keeps every map static (positions only);
+      # 'content' gives the first layer the values alone (later tokens hold content only).
+      attend_from = {'both': tokens, 'address': position.astype(dtype),
+                     'content': values.astype(dtype) if i == 0 else tokens}[cfg.awrl_attention]
+      tokens, maps = AttentionModule(cfg.awrl_heads, cfg.awrl_key_size, cfg.awrl_model_size,
+                                     selection_only, dtype, name=f'attention_{i}')(
+                                         tokens, attend_from)
+      first_maps = maps if first_maps is None else first_maps
+    if selection_only:  # value and logits become sums of per-token contributions
+      return tokens.sum(axis=1), first_maps
+    flat = tokens.reshape(batch, -1).astype(dtype)
+    return nn.relu(nn.Dense(cfg.awrl_hidden, dtype=dtype, name='output')(flat)), first_maps

@@ -1,0 +1,119 @@
+"""d-AWRL and g-AWRL (paper 003, `s3ta/networks/awrl.py`): the attention module against a
+NumPy computation, map shapes and normalisation, static address-only maps, content-only
+permutation equivariance, and bad settings named."""
+
+import jax
+import numpy as np
+import pytest
+
+from s3ta.networks import AgentInput, make_network
+from s3ta.networks.awrl import AttentionModule, positional_encoding
+
+pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
+
+F, T = 5, 3  # features x history: L = 15 tokens
+
+
+def _unroll(kind, observation, **config):
+  network = make_network(dict({'kind': kind, 'awrl_key_size': 8, 'awrl_model_size': 8,
+                               'awrl_hidden': 16}, **config), 4, (F, T, 1))
+  params = network.init(jax.random.PRNGKey(0))
+  batch = observation.shape[0]
+  inputs = AgentInput(observation[None], np.zeros((1, batch), np.int32),
+                      np.zeros((1, batch), np.float32), np.zeros((1, batch), bool))
+  out, _ = network.unroll(params, inputs, network.initial_state(batch))
+  return jax.tree_util.tree_map(lambda x: np.asarray(x[0]), out)
+
+
+def _observations(seed, batch=2):
+  return np.random.default_rng(seed).integers(0, 256, (batch, F, T, 1)).astype(np.uint8)
+
+
+@pytest.mark.parametrize('selection_only', [False, True])
+def test_attention_module_matches_a_numpy_computation(selection_only):
+  rng = np.random.default_rng(0)
+  tokens = rng.normal(size=(2, 6, 5)).astype(np.float32)
+  module = AttentionModule(num_heads=2, key_size=3, model_size=4, selection_only=selection_only)
+  params = module.init(jax.random.PRNGKey(1), tokens, tokens)['params']
+  out, maps = module.apply({'params': params}, tokens, tokens)
+  dense = lambda name, x: x @ np.asarray(params[name]['kernel']) + np.asarray(params[name]['bias'])
+  heads = lambda name: dense(name, tokens).reshape(2, 6, 2, 3)
+  q, k, e = heads('query'), heads('key'), heads('embedding')
+  if selection_only:  # one score per token: the diagonal of Q K^T, softmax over tokens
+    logits = np.einsum('blhd,blhd->bhl', q, k) / np.sqrt(3)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    mixed = np.einsum('bhl,blhd->blhd', weights, e)
+  else:
+    logits = np.einsum('bihd,bjhd->bhij', q, k) / np.sqrt(3)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    mixed = np.einsum('bhij,bjhd->bihd', weights, e)
+  up = dense('upscale', mixed.reshape(2, 6, 6))
+  normed = (up - up.mean(-1, keepdims=True)) / np.sqrt(up.var(-1, keepdims=True) + 1e-6)
+  normed = normed * np.asarray(params['norm']['scale']) + np.asarray(params['norm']['bias'])
+  np.testing.assert_allclose(maps, weights, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(out, normed, rtol=1e-4, atol=1e-5)
+
+
+def test_map_shapes_and_normalisation():
+  g = _unroll('gawrl', _observations(0))
+  d = _unroll('dawrl', _observations(0))
+  assert g.logits.shape == d.logits.shape == (2, 4) and g.value.shape == (2,)
+  assert g.attention.shape == (2, 4, F * T, F * T)  # heads x query token x key token
+  assert d.attention.shape == (2, 4, F * T)  # selection only: one weight per token
+  np.testing.assert_allclose(g.attention.sum(-1), 1.0, rtol=1e-5)
+  np.testing.assert_allclose(d.attention.sum(-1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize('kind', ['gawrl', 'dawrl'])
+def test_address_only_maps_are_static_and_content_maps_are_not(kind):
+  a, b = _observations(1), _observations(2)
+  static = [_unroll(kind, x, awrl_attention='address').attention for x in (a, b)]
+  np.testing.assert_allclose(static[0], static[1], atol=1e-6)
+  content = [_unroll(kind, x, awrl_attention='both').attention for x in (a, b)]
+  assert np.abs(content[0] - content[1]).max() > 1e-4
+
+
+def test_content_only_first_layer_maps_follow_a_permutation_of_the_features():
+  observation = _observations(3, batch=1)
+  perm = np.array([3, 0, 4, 1, 2])
+  token_perm = (perm[:, None] * T + np.arange(T)).reshape(-1)  # tokens are feature-major
+  maps = _unroll('gawrl', observation, awrl_attention='content').attention[0]
+  permuted = _unroll('gawrl', observation[:, perm], awrl_attention='content').attention[0]
+  np.testing.assert_allclose(permuted, maps[:, token_perm][:, :, token_perm], atol=1e-5)
+
+
+def test_positional_encoding_is_bounded_and_distinct_per_position():
+  encoding = positional_encoding(20, 8)
+  assert encoding.shape == (20, 8) and np.abs(encoding).max() <= 1.0
+  assert len({tuple(np.round(row, 5)) for row in encoding}) == 20
+
+
+@pytest.mark.parametrize('field, value, match', [
+    ('awrl_attention', 'pixels', "awrl_attention must be one of \\('both', 'content', 'address'\\)"),
+    ('awrl_position_size', 7, 'awrl_position_size must be an even number >= 2, got 7'),
+    ('awrl_heads', 0, 'awrl_heads must be >= 1, got 0'),
+])
+def test_bad_awrl_settings_are_named(field, value, match):
+  with pytest.raises(ValueError, match=match):
+    make_network({'kind': 'gawrl', field: value}, 4, (F, T, 1))
+
+
+def test_feature_cnn_baselines():
+  from s3ta.networks import feature_cnn, parameter_count  # pylint: disable=g-import-not-at-top
+  assert [feature_cnn.acnn_layers(n) for n in (1, 3, 8, 41, 164)] == [1, 1, 4, 20, 20]
+  counts = {}
+  for kind in ('cnn1d', 'acnn'):
+    network = make_network({'kind': kind, 'cnn_channels': 4, 'cnn_hidden': 8}, 4, (F, T, 1))
+    params = network.init(jax.random.PRNGKey(0))
+    counts[kind] = parameter_count(params)
+    out = _unroll(kind, _observations(4), cnn_channels=4, cnn_hidden=8)
+    assert out.logits.shape == (2, 4) and np.all(np.isfinite(out.logits)) and out.attention is None
+  # cnn1d: 2 layers x 3 widths; conv params (w * in + 1) * 4 per width, then the dense layers.
+  first = sum((w * T + 1) * 4 for w in (3, 5, 7))
+  second = sum((w * 12 + 1) * 4 for w in (3, 5, 7))
+  assert counts['cnn1d'] == first + second + (F * 12 + 1) * 8 + (8 + 1) * 4 + (8 + 1)
+  layers = feature_cnn.acnn_layers(F)  # 2 for 5 features
+  assert counts['acnn'] == ((3 * T + 1) * 4 + (layers - 1) * (3 * 4 + 1) * 4 +
+                            (F * 4 + 1) * 8 + (8 + 1) * 4 + (8 + 1))
