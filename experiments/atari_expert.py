@@ -155,7 +155,8 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
 
 
 def ppo_defaults() -> ml_collections.ConfigDict:
-  """PPO settings (s3ta/learning/ppo.py), read when single_machine.algorithm = 'ppo'; paper 002 Table 1."""
+  """PPO settings (s3ta/learning/ppo.py), read when single_machine.algorithm = 'ppo'; paper 002
+  Table 1 except the clip (0.1 here, 0.2 in 002)."""
   ppo = ml_collections.ConfigDict()
   ppo.learning_rate = 2.5e-4  # Adam
   ppo.learning_rate_decay_updates = 0  # linear anneal to 0 over this many updates (0: constant)

@@ -8,8 +8,9 @@ Usage:
 GAME: one of s3ta.envs.atari_ram.FEATURES (default Pong); N: random bytes appended as
 irrelevant features (002: 0, 8, 32, 128). Observations are each feature's last 4
 agent steps, in a feature order fixed per run (`env.feature_shuffle_seed`). PPO
-settings are 002's Table 1 (horizon 128, 3 epochs, Adam 2.5e-4, clip 0.1, GAE 0.95,
-gradient-norm clip 0.5, entropy 0.01, value 0.5); 16 environments, 4 minibatches.
+settings are 002's Table 1: 8 environments, horizon 128, 3 epochs of 4 minibatches of
+32 x 8 steps, Adam 2.5e-4, clip 0.2, GAE 0.95, gradient-norm clip 0.5, entropy 0.01,
+value 0.5.
 """
 
 from experiments import atari_expert
@@ -28,17 +29,18 @@ def get_config(arg: str = ''):
   config.env.light_observation = False  # unused: features, not frames
   config.env.ram_history = 4  # T (002 App. D)
   config.env.random_features = int(parts[1]) if len(parts) == 2 else 0
-  config.env.num_envs = 8  # per env group / actor
-  config.num_actors = 2  # 2 groups x 8 = 16 environments
+  config.env.num_envs = 4  # per env group / actor
+  config.num_actors = 2  # 2 groups x 4 = 8 environments (002 Table 1: 8 actors)
 
   config.network.kind = 'mlp'  # FC baseline; 'gawrl'/'dawrl': 003's agents; 'cnn1d'/'acnn'
   config.network.mlp_hidden = (64, 64)
 
   config.single_machine.algorithm = 'ppo'
   config.unroll_length = 128  # PPO horizon
-  config.batch_size = 16  # one update per rollout of all 16 environments
-  config.ppo.num_minibatches = 4  # of 4 environments x 128 steps
-  config.ppo.learning_rate_decay_updates = 4883  # linear anneal to 0 at 1e7 agent steps
+  config.batch_size = 8  # one update per rollout of all 8 environments
+  config.ppo.num_minibatches = 4  # of 2 environments x 128 steps (32 x 8)
+  config.ppo.clip_epsilon = 0.2  # 002 Table 1
+  config.ppo.learning_rate_decay_updates = 9766  # linear anneal to 0 at 1e7 agent steps
 
   config.max_frames = 40_000_000  # 1e7 agent steps (action repeat 4)
   config.max_seconds = 7_200.0

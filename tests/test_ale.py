@@ -109,7 +109,7 @@ def test_factory_builds_each_environment_with_send_recv():
 
 
 @pytest.mark.parametrize('config, message', [
-    ({'name': 'cartpole'}, r"Unknown config.env.name 'cartpole'; valid: \('atari', 'catch', 'atari_ram'\)"),
+    ({'name': 'cartpole'}, r"Unknown config.env.name 'cartpole'; valid: \('atari', 'catch', 'atari_ram', 'tmaze'\)"),
     ({'game': 'Pong', 'backend': 'gym'}, r"Unknown config.env.backend 'gym'; valid: \('envpool', 'ale'\)"),
     ({'game': 'Pongg', 'backend': 'ale'}, r"Unknown Atari game 'Pongg' for backend 'ale'; valid games: .*Pong"),
     ({'game': 'Pong', 'noop_max': 0}, r'config.env.noop_max must be an integer >= 1 .*got 0'),

@@ -15,8 +15,9 @@ from typing import Any, Optional
 from s3ta.envs import atari
 from s3ta.envs import atari_ram
 from s3ta.envs.catch import BatchedCatch
+from s3ta.envs.tmaze import BatchedTMaze
 
-ENV_NAMES = ('atari', 'catch', 'atari_ram')
+ENV_NAMES = ('atari', 'catch', 'atari_ram', 'tmaze')
 ATARI_NAMES = ('atari', 'atari_ram')  # stepped by ALE/EnvPool: action repeat, human scores
 
 
@@ -125,6 +126,9 @@ def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optiona
                        columns=_get(env_config, 'columns', 5),
                        pixel_scale=_get(env_config, 'pixel_scale', 1), seed=seed)
     env = _SplitStep(env)
+  elif env_name(env_config) == 'tmaze':
+    env = _SplitStep(BatchedTMaze(num_envs, max_steps=int(_get(env_config, 'max_steps', 200)),
+                                  seed=seed))
   elif env_name(env_config) == 'atari_ram':
     env = atari_ram.RamFeatureEnv(
         env_config['game'], num_envs, seed, history=int(_get(env_config, 'ram_history', 4)),
@@ -158,7 +162,7 @@ def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optiona
 def env_spec(env_config) -> tuple[int, tuple[int, int, int]]:
   """(num_actions, observation_shape) of `env_config`'s environment."""
   validate(env_config)
-  if env_name(env_config) in ('catch', 'atari_ram'):
+  if env_name(env_config) in ('catch', 'atari_ram', 'tmaze'):
     env = make_env(env_config, 1, 0)
     spec = env.num_actions, tuple(env.observation_shape)
     env.close()

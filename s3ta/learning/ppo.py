@@ -29,7 +29,8 @@ from s3ta.utils import rlax_import
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
-  """PPO settings; defaults are paper 002's Table 1."""
+  """PPO settings; defaults are paper 002's Table 1 except the clip (0.1, the Atari value of
+  Schulman et al. 2017; 002 uses 0.2, set by experiments/ram_features.py and tmaze.py)."""
   learning_rate: float = 2.5e-4  # Adam
   learning_rate_decay_updates: int = 0  # linear anneal to 0 over this many updates (0: constant)
   adam_epsilon: float = 1e-5

@@ -1,0 +1,44 @@
+"""The T-maze of paper 002 (`s3ta/envs/tmaze.py`) with PPO (002 Table 2) and a recurrent agent.
+
+Usage:
+  python -m launch.train_single --config=experiments/tmaze.py --workdir=DIR
+
+The agent is the recurrent baseline: a small ResNet over the 5 x 5 view and an LSTM of
+32 units with the previous action and reward (002's baseline is a 2-layer LSTM(32); the
+attention-over-time agent over the last 32 observations is not built yet). The optimal
+figure 8 pays one reward per 20 steps: 10 per 200-step episode.
+"""
+
+from experiments import atari_expert
+
+
+def get_config(arg: str = ''):
+  if (arg or '').strip():
+    raise ValueError(f'Unknown tmaze argument {arg!r}; it takes none.')
+  config = atari_expert.get_config('cpu')
+  config.env.name = 'tmaze'
+  config.env.max_steps = 200  # steps per episode
+  config.env.num_envs = 2  # per env group: 2 groups x 2 = 4 actors (002 Table 2)
+  config.num_actors = 2
+
+  config.network.kind = 'resnet_lstm'
+  config.network.resnet_channels = (16,)  # 5x5 -> 3x3
+  config.network.resnet_blocks = 1
+  config.network.resnet_hidden = 32
+  config.network.lstm_size = 32
+
+  config.single_machine.algorithm = 'ppo'
+  config.unroll_length = 128  # horizon
+  config.batch_size = 4  # one update per rollout of the 4 environments
+  config.ppo.num_minibatches = 1  # 4 envs x 128 steps (002: minibatch 32 x 4)
+  config.ppo.clip_epsilon = 0.2
+  config.ppo.value_cost = 1.0
+  config.ppo.max_abs_reward = 1.0
+
+  config.max_frames = 1_000_000  # agent steps (no action repeat)
+  config.max_seconds = 3_600.0
+  config.checkpoint_minutes = 10.0
+  config.evaluator.period_s = 120.0
+  config.evaluator.num_episodes = 4
+  config.evaluator.num_envs = 4
+  return config

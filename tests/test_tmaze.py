@@ -1,0 +1,94 @@
+"""The T-maze of paper 002: hand-played sequences give the specified rewards and resets."""
+
+import numpy as np
+import pytest
+
+from s3ta.envs import factory
+from s3ta.envs.tmaze import BatchedTMaze, TMaze, walkable
+
+NOOP, UP, RIGHT, DOWN, LEFT = range(5)
+
+
+def _play(maze, moves):
+  return [maze.step(a) for a in moves]
+
+
+LEFT_LOOP_TO_CORNER = [UP] * 6 + [LEFT] * 4  # from the start: up the centre, left along the top
+BACK_FROM_LEFT = [DOWN] * 6 + [RIGHT] * 4  # down the left side, right along the bottom
+RIGHT_TURN = [UP] * 6 + [RIGHT] * 4
+BACK_FROM_RIGHT = [DOWN] * 6 + [LEFT] * 4
+
+
+def test_the_layout_is_a_figure_eight():
+  grid = walkable()
+  assert grid.shape == (7, 9) and grid.sum() == 9 * 2 + 5 * 3  # two rows, three columns inside
+  assert grid[3, 0] and grid[3, 4] and grid[3, 8] and not grid[3, 2] and not grid[3, 6]
+
+
+def test_the_optimal_figure_eight_pays_every_twenty_steps():
+  maze = TMaze()
+  rewards = _play(maze, LEFT_LOOP_TO_CORNER + BACK_FROM_LEFT + RIGHT_TURN + BACK_FROM_RIGHT +
+                  LEFT_LOOP_TO_CORNER)
+  assert [i for i, r in enumerate(rewards) if r] == [9, 29, 49] and sum(rewards) == 3.0
+  assert maze.resets == 0
+
+
+def test_the_wrong_reward_location_resets_and_a_figure_eight_rearms():
+  maze = TMaze()
+  first = _play(maze, LEFT_LOOP_TO_CORNER + BACK_FROM_LEFT + LEFT_LOOP_TO_CORNER)  # left twice
+  assert sum(first) == 1.0 and maze.resets == 1 and not maze.armed
+  # A figure 8 without reward (right, then left) arms the maze again, expecting the right.
+  unrewarded = _play(maze, BACK_FROM_LEFT + RIGHT_TURN + BACK_FROM_RIGHT + LEFT_LOOP_TO_CORNER)
+  assert sum(unrewarded) == 0.0 and maze.armed
+  paid = _play(maze, BACK_FROM_LEFT + RIGHT_TURN)
+  assert paid[-1] == 1.0 and sum(paid) == 1.0
+
+
+def test_a_corner_entered_from_its_side_column_resets():
+  maze = TMaze()
+  rewards = _play(maze, [LEFT] * 4 + [UP] * 6)  # along the bottom, up the left side
+  assert sum(rewards) == 0.0 and maze.resets == 1 and maze.position == (0, 0)
+
+
+def test_blocked_moves_and_noop_keep_the_position():
+  maze = TMaze()
+  assert _play(maze, [DOWN, LEFT, NOOP]) == [0.0, 0.0, 0.0]
+  assert maze.position == (3, 6)  # down was blocked, left moved along the bottom row
+  maze.step(UP)
+  assert maze.position == (3, 6)  # (3, 5) is a wall
+
+
+def test_observation_shows_walls_the_agent_and_a_collectible_reward():
+  maze = TMaze()
+  frame = maze.observation()
+  assert frame.shape == (5, 5, 3) and frame.dtype == np.uint8
+  assert frame[2, 2, 2] == 255 and frame[..., 2].sum() == 255  # the agent, at the centre
+  assert np.all(frame[3:, :, 0] == 255)  # below the bottom row: outside the grid
+  assert frame[2, :, 0].tolist() == [0, 0, 0, 0, 0]  # the bottom row is open
+  assert frame[0, 2, 0] == 0 and frame[0, 1, 0] == 255  # the centre column, walls beside it
+  _play(maze, [UP] * 6 + [LEFT] * 2)  # at (2, 0): the left corner, 2 cells away, is visible
+  frame = maze.observation()
+  assert frame[2, 0, 1] == 255 and frame[..., 1].sum() == 255
+
+
+def test_batched_episodes_end_after_max_steps_like_catch():
+  env = BatchedTMaze(2, max_steps=12)
+  env.reset()
+  steps = [env.step(np.asarray([UP, LEFT] if t < 6 else [LEFT, LEFT])) for t in range(12)]
+  assert [float(s.reward[0]) for s in steps].index(1.0) == 9
+  assert steps[-1].last.tolist() == [True, True] and steps[-1].is_first.tolist() == [True, True]
+  assert steps[-1].discount.tolist() == [0.0, 0.0]
+  assert factory.env_spec({'name': 'tmaze'}) == (5, (5, 5, 3))
+  with pytest.raises(ValueError, match='tmaze max_steps must be >= 1, got 0'):
+    factory.make_env({'name': 'tmaze', 'max_steps': 0}, 1, 0)
+
+
+def test_the_tmaze_config_builds_its_agent():
+  from experiments import tmaze  # pylint: disable=g-import-not-at-top
+  from s3ta.networks import make_network  # pylint: disable=g-import-not-at-top
+  config = tmaze.get_config('')
+  num_actions, shape = factory.env_spec(config.env)
+  network = make_network(config.network.to_dict(), num_actions, shape)
+  assert (num_actions, shape) == (5, (5, 5, 3)) and network.config.lstm_size == 32
+  with pytest.raises(ValueError, match="Unknown tmaze argument 'big'"):
+    tmaze.get_config('big')
