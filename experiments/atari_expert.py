@@ -64,6 +64,11 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.awrl_attention = 'both'  # queries/keys from 'both', 'content' or 'address'
   config.network.cnn_channels = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters each
   config.network.cnn_hidden = 64  # their dense layer before the heads
+  config.network.time_heads = 4  # 'time_attention' (002's T-maze agent): heads over past views
+  config.network.time_key_size = 16  # d_k
+  config.network.time_value_size = 32  # d_v
+  config.network.time_hidden = 64  # dense layer before the heads
+  config.network.time_frame_channels = 3  # channels of one view in the frame stack
   config.network.dtype = 'float32'  # compute dtype ('bfloat16' for speed on accelerators)
   config.network.remat = False  # recompute core steps in backward (B 128 x T 50: XLA temp 65 -> 31 GiB)
 

@@ -1,20 +1,22 @@
 """The T-maze of paper 002 (`s3ta/envs/tmaze.py`) with PPO (002 Table 2) and a recurrent agent.
 
 Usage:
-  python -m launch.train_single --config=experiments/tmaze.py --workdir=DIR
+  python -m launch.train_single --config=experiments/tmaze.py[:ARG] --workdir=DIR
 
-The agent is the recurrent baseline: a small ResNet over the 5 x 5 view and an LSTM of
-32 units with the previous action and reward (002's baseline is a 2-layer LSTM(32); the
-attention-over-time agent over the last 32 observations is not built yet). The optimal
-figure 8 pays one reward per 20 steps: 10 per 200-step episode.
+ARG '' (default): the recurrent baseline, a small ResNet over the 5 x 5 view and an LSTM
+of 32 units with the previous action and reward (002's baseline is a 2-layer LSTM(32)).
+ARG 'attention': 002's attention-over-time agent, 4 heads (d_k 16, d_v 32) over the last
+32 views (`s3ta/networks/time_attention.py`). The optimal figure 8 pays one reward per
+20 steps: 10 per 200-step episode.
 """
 
 from experiments import atari_expert
 
 
 def get_config(arg: str = ''):
-  if (arg or '').strip():
-    raise ValueError(f'Unknown tmaze argument {arg!r}; it takes none.')
+  arg = (arg or '').strip()
+  if arg not in ('', 'attention'):
+    raise ValueError(f"Unknown tmaze argument {arg!r}; valid: ('', 'attention').")
   config = atari_expert.get_config('cpu')
   config.env.name = 'tmaze'
   config.env.max_steps = 200  # steps per episode
@@ -26,6 +28,9 @@ def get_config(arg: str = ''):
   config.network.resnet_blocks = 1
   config.network.resnet_hidden = 32
   config.network.lstm_size = 32
+  if arg == 'attention':
+    config.network.kind = 'time_attention'
+    config.env.frame_stack = 32  # T: the views the agent attends over
 
   config.single_machine.algorithm = 'ppo'
   config.unroll_length = 128  # horizon

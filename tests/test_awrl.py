@@ -117,3 +117,21 @@ def test_feature_cnn_baselines():
   layers = feature_cnn.acnn_layers(F)  # 2 for 5 features
   assert counts['acnn'] == ((3 * T + 1) * 4 + (layers - 1) * (3 * 4 + 1) * 4 +
                             (F * 4 + 1) * 8 + (8 + 1) * 4 + (8 + 1))
+
+
+def test_attention_over_time_maps_cover_the_past_views_and_memory_matters():
+  network = make_network({'kind': 'time_attention'}, 5, (5, 5, 3 * 8))  # 8 views of 5x5x3
+  params = network.init(jax.random.PRNGKey(0))
+  rng = np.random.default_rng(5)
+  views = rng.integers(0, 2, (1, 1, 5, 5, 24)).astype(np.uint8) * 255
+  run = lambda obs: jax.tree_util.tree_map(np.asarray, network.unroll(
+      params, AgentInput(obs, np.zeros((1, 1), np.int32), np.zeros((1, 1), np.float32),
+                         np.zeros((1, 1), bool)), network.initial_state(1))[0])
+  out = run(views)
+  assert out.attention.shape == (1, 1, 4, 8)  # heads x past views
+  np.testing.assert_allclose(out.attention.sum(-1), 1.0, rtol=1e-5)
+  older = views.copy()
+  older[..., :3] = 255 - older[..., :3]  # only the oldest view differs
+  changed = run(older)
+  assert np.abs(changed.logits - out.logits).max() > 1e-6  # the past reaches the policy
+  assert np.abs(changed.attention - out.attention).max() > 1e-6

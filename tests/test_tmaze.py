@@ -90,5 +90,8 @@ def test_the_tmaze_config_builds_its_agent():
   num_actions, shape = factory.env_spec(config.env)
   network = make_network(config.network.to_dict(), num_actions, shape)
   assert (num_actions, shape) == (5, (5, 5, 3)) and network.config.lstm_size == 32
+  attention = tmaze.get_config('attention')
+  assert factory.env_spec(attention.env) == (5, (5, 5, 96))  # 32 stacked views
+  assert make_network(attention.network.to_dict(), 5, (5, 5, 96)).config.kind == 'time_attention'
   with pytest.raises(ValueError, match="Unknown tmaze argument 'big'"):
     tmaze.get_config('big')

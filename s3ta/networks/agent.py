@@ -19,11 +19,14 @@ import numpy as np
 from s3ta.networks import attention as attention_lib
 from s3ta.networks import awrl
 from s3ta.networks import feature_cnn
+from s3ta.networks import time_attention
 from s3ta.utils import dataclass_config
 
 NETWORK_KINDS = ('s3ta', 'fixed_query', 'l2_keys', 'resnet', 'resnet_lstm', 'nature',
-                 'nature_lstm', 'mlp', 'dawrl', 'gawrl', 'cnn1d', 'acnn')
-FEATURE_ATTENTION_KINDS = ('dawrl', 'gawrl')  # paper 003, over RAM features (awrl.py)
+                 'nature_lstm', 'mlp', 'dawrl', 'gawrl', 'cnn1d', 'acnn', 'time_attention')
+# Feed-forward torsos that also return attention maps: paper 003 over RAM features
+# (awrl.py), paper 002's attention over the last T views (time_attention.py).
+FEATURE_ATTENTION_KINDS = ('dawrl', 'gawrl', 'time_attention')
 ATTENTION_KINDS = ('s3ta', 'fixed_query', 'l2_keys')
 RECURRENT_BASELINES = ('resnet_lstm', 'nature_lstm')  # LSTM core with previous action/reward
 
@@ -62,6 +65,11 @@ class NetworkConfig:
   awrl_attention: str = 'both'  # queries/keys from 'both', 'content' or 'address'
   cnn_channels: int = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters per convolution
   cnn_hidden: int = 64  # their fully connected layer before the heads
+  time_heads: int = 4  # 'time_attention' (002's T-maze agent): heads over the past views
+  time_key_size: int = 16  # d_k
+  time_value_size: int = 32  # d_v
+  time_hidden: int = 64  # dense layer before the heads
+  time_frame_channels: int = 3  # channels of one view in the frame stack
   dtype: str = 'float32'  # compute dtype: 'float32' or 'bfloat16'
   remat: bool = False  # recompute each scanned core step in the backward pass (less memory)
 
@@ -82,7 +90,8 @@ class NetworkConfig:
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
     for name in ('awrl_heads', 'awrl_key_size', 'awrl_model_size', 'awrl_layers', 'awrl_hidden',
-                 'cnn_channels', 'cnn_hidden'):
+                 'cnn_channels', 'cnn_hidden', 'time_heads', 'time_key_size',
+                 'time_value_size', 'time_hidden', 'time_frame_channels'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
     if self.awrl_position_size < 2 or self.awrl_position_size % 2:
@@ -401,7 +410,8 @@ class AgentModule(nn.Module):
       torso = {'nature': NatureTorso, 'nature_lstm': NatureTorso, 'mlp': MLPTorso,
                'dawrl': awrl.AWRLTorso, 'gawrl': awrl.AWRLTorso,
                'cnn1d': feature_cnn.FeatureCNNTorso,
-               'acnn': feature_cnn.FeatureCNNTorso}.get(cfg.kind, ResNetTorso)
+               'acnn': feature_cnn.FeatureCNNTorso,
+               'time_attention': time_attention.TimeAttentionTorso}.get(cfg.kind, ResNetTorso)
       features = torso(cfg, name='torso')(frames)
       core_cls = nn.scan(wrap(BaselineCore), variable_broadcast='params', split_rngs={'params': False},
                          in_axes=(0, nn.broadcast), out_axes=0)
