@@ -7,6 +7,7 @@ Subcommands (paper 000 section in brackets):
   hard-attention    scores with attention thresholded at t, eq. 12-13 (A.6, Table 5)
   inject            paste a sprite into the observation and watch the reaction (§4.2, Fig. 3)
   attention-stats   per-head x/y marginals and entropy over an episode (A.7, Fig. 10)
+  feature-attention labelled maps of the feature agents (papers 002/003; needs --checkpoint)
 
 Without --checkpoint the agent is randomly initialised (every output says so).
 Bad inputs print one `error: ...` line and exit with status 2.
@@ -22,6 +23,7 @@ from typing import Optional, Sequence
 import numpy as np
 from PIL import Image
 
+from s3ta.analysis import feature_attention as feature_attention_lib
 from s3ta.analysis import numerics, render, rollout
 from s3ta.analysis.rollout import log
 
@@ -390,6 +392,18 @@ def attention_stats(args) -> None:
   _wrote(path)
 
 
+def feature_attention(args) -> None:
+  _positive(args, 'steps')
+  if args.checkpoint is None:
+    raise ValueError('feature-attention needs --checkpoint (the run knows its environment).')
+  kind, labels, maps, returns = feature_attention_lib.record(args.checkpoint, args.steps,
+                                                             args.seed, args.greedy)
+  title = (f'{kind} attention, {args.steps} steps of {args.checkpoint}'
+           + (f'; episode returns {returns}' if returns else ''))
+  for path in feature_attention_lib.write(kind, labels, maps, args.out, title):
+    _wrote(path)
+
+
 COMMANDS = {
     'attention-video': attention_video,
     'what-where': what_where,
@@ -397,6 +411,7 @@ COMMANDS = {
     'hard-attention': hard_attention,
     'inject': inject,
     'attention-stats': attention_stats,
+    'feature-attention': feature_attention,
 }
 
 
@@ -454,6 +469,10 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument('--max-steps', type=int, default=2000, help='stop after this many steps if the episode '
                  'has not ended.')
   p.add_argument('--frame', type=int, default=-1, help='step shown as bars in the marginals plot.')
+
+  p = sub.add_parser('feature-attention', parents=[common],
+                     help='labelled attention maps of the feature agents (002/003).')
+  p.add_argument('--steps', type=int, default=200, help='agent steps to record.')
   return parser
 
 

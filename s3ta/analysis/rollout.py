@@ -25,7 +25,7 @@ import numpy as np
 from s3ta.acting.actor_core import agent_input
 from s3ta.envs.base import EnvStep
 from s3ta.envs import atari, factory  # both import EnvPool/ALE lazily, when an env is built
-from s3ta.learning import learner_core
+from s3ta.learning import learner_core, ppo
 from s3ta.networks import AgentInput, Network, NetworkConfig, make_network
 from s3ta.networks import attention as attention_lib
 from s3ta.utils import checkpoint as checkpoint_lib
@@ -186,6 +186,22 @@ def random_params(network: Network, seed: int = 0):
   return jax.tree_util.tree_map_with_path(draw, shapes)
 
 
+def training_state_template(network: Network, experiment: dict):
+  """A fresh training state of the run's algorithm (its optimizer state's structure):
+  PPO's when the single-machine trainer ran PPO, IMPALA's otherwise."""
+  key = jax.random.PRNGKey(0)
+  if (experiment.get('single_machine') or {}).get('algorithm') == 'ppo':
+    return ppo.init_training_state(network, ppo.PPOConfig.from_dict(experiment.get('ppo') or {}),
+                                   key)
+  learner_config = learner_core.LearnerConfig.from_dict(experiment.get('learner') or {})
+  return learner_core.init_training_state(network, learner_config, key)
+
+
+def restore_agent(path: str, num_actions: int, observation_shape: Sequence[int]) -> LoadedAgent:
+  """The agent of the newest checkpoint under `path` (any environment; see `_restore_agent`)."""
+  return _restore_agent(find_checkpoint(path), num_actions, observation_shape)
+
+
 def _restore_agent(path: str, num_actions: int, observation_shape: Sequence[int]) -> LoadedAgent:
   """Params of the checkpoint at `path` (s3ta/utils/checkpoint.py).
 
@@ -200,9 +216,7 @@ def _restore_agent(path: str, num_actions: int, observation_shape: Sequence[int]
   config = NetworkConfig.from_dict(metadata['network_config'])
   network = make_network(config, num_actions, observation_shape)
   experiment = metadata.get('config') if isinstance(metadata.get('config'), dict) else {}
-  learner_config = learner_core.LearnerConfig.from_dict(experiment.get('learner') or {})
-  template = jax.eval_shape(lambda: learner_core.init_training_state(  # the run's optimizer state
-      network, learner_config, jax.random.PRNGKey(0)))
+  template = jax.eval_shape(lambda: training_state_template(network, experiment))
   restored = checkpoint_lib.restore(path, template, network_config=metadata["network_config"])
   params = jax.tree_util.tree_map(jnp.asarray, restored.state.params)
   return LoadedAgent(network, params, f'checkpoint {path} (step {restored.step}, {config.kind} network)')

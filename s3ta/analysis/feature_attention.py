@@ -1,0 +1,114 @@
+"""Attention maps of the feature agents (papers 002 and 003), labelled, from a checkpoint.
+
+`python -m s3ta.analysis feature-attention --checkpoint=DIR --out=OUT [--steps=200]` plays
+the run's own environment (RAM-feature Atari or the T-maze, rebuilt from the checkpoint's
+config) with its agent and writes, per head:
+- g-AWRL (`gawrl`): the first layer's [L, L] map averaged over the steps, rows and
+  columns labelled `feature@t-k` (003 Fig. 3B);
+- d-AWRL (`dawrl`): the selection weight of every token, averaged (003 Fig. 3A);
+- attention over time (`time_attention`): the weight of each past view at every step,
+  rows = steps, columns = views from oldest to newest (002 Fig. 6).
+Output: `feature_attention.png` and `feature_attention.csv` (the averaged maps, labelled).
+"""
+
+import csv
+import os
+
+import jax
+import numpy as np
+
+from s3ta.acting.actor_core import agent_input
+from s3ta.analysis import render
+from s3ta.analysis.rollout import read_metadata, find_checkpoint, restore_agent
+from s3ta.envs import factory
+
+KINDS = ('gawrl', 'dawrl', 'time_attention')
+
+
+def token_labels(env, kind: str, observation_shape) -> list[str]:
+  """Names of the attended items: `feature@t-k` tokens, or `t-k` past views."""
+  if kind == 'time_attention':
+    steps = observation_shape[-1] // 3
+    return [f't-{steps - 1 - i}' for i in range(steps)]
+  names = getattr(env, 'feature_names', None) or [f'f{i}' for i in range(observation_shape[0])]
+  history = observation_shape[1]
+  return [f'{name}@t-{history - 1 - t}' for name in names for t in range(history)]
+
+
+def record(checkpoint: str, steps: int, seed: int = 0, greedy: bool = False):
+  """(kind, labels, maps [steps, heads, ...], returns) of `steps` steps of the run's agent."""
+  config = read_metadata(find_checkpoint(checkpoint)).get('config') or {}
+  env_config = config.get('env') or {}
+  env = factory.make_env(env_config, 1, seed)
+  try:
+    agent = restore_agent(checkpoint, env.num_actions, env.observation_shape)
+    kind = agent.network.config.kind
+    if kind not in KINDS:
+      raise ValueError(f'feature-attention shows the maps of {KINDS} agents; this checkpoint '
+                       f'holds a {kind!r} network.')
+    labels = token_labels(getattr(env, 'env', env), kind, env.observation_shape)
+    step = jax.jit(agent.network.step)
+    state = agent.network.initial_state(1)
+    rng = jax.random.PRNGKey(seed)
+    env_step, prev_action = env.reset(), np.zeros(1, np.int32)
+    maps, returns, episode = [], [], 0.0
+    for _ in range(steps):
+      rng, key = jax.random.split(rng)
+      inputs = agent_input(env_step, prev_action)
+      outputs, state = step(agent.params, inputs, state)
+      maps.append(np.asarray(outputs.attention[0]))
+      logits = outputs.logits
+      action = jax.numpy.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
+      prev_action = np.asarray(action, np.int32)
+      env_step = env.step(prev_action)
+      episode += float(env_step.reward[0])
+      if env_step.last[0]:
+        returns.append(episode)
+        episode = 0.0
+    return kind, labels, np.stack(maps), returns
+  finally:
+    env.close()
+
+
+def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str) -> list[str]:
+  """The PNG (one panel per head) and the CSV of the step-averaged maps."""
+  os.makedirs(out, exist_ok=True)
+  mean = maps.mean(axis=0)  # [heads, ...]
+  csv_path = os.path.join(out, 'feature_attention.csv')
+  with open(csv_path, 'w', newline='') as f:
+    writer = csv.writer(f)
+    if kind == 'gawrl':
+      writer.writerow(['head', 'query'] + labels)
+      for h, head in enumerate(mean):
+        for label, row in zip(labels, head):
+          writer.writerow([h, label] + [f'{v:.5f}' for v in row])
+    else:
+      writer.writerow(['head'] + labels)
+      for h, head in enumerate(mean):
+        writer.writerow([h] + [f'{v:.5f}' for v in head])
+  plt = render._pyplot()  # pylint: disable=protected-access
+  heads = mean.shape[0]
+  fig, axes = plt.subplots(1, heads, figsize=(3.6 * heads, 3.8), squeeze=False)
+  for h in range(heads):
+    ax = axes[0, h]
+    if kind == 'gawrl':
+      image = ax.imshow(mean[h], cmap='viridis', aspect='auto')
+      ticks = np.arange(len(labels))
+      ax.set_xticks(ticks, labels, rotation=90, fontsize=4)
+      ax.set_yticks(ticks, labels, fontsize=4)
+    elif kind == 'dawrl':
+      image = ax.imshow(mean[h][:, None], cmap='viridis', aspect='auto')
+      ax.set_yticks(np.arange(len(labels)), labels, fontsize=5)
+      ax.set_xticks([])
+    else:  # every step's map over the past views
+      image = ax.imshow(maps[:, h], cmap='viridis', aspect='auto')
+      ax.set_xlabel('past view (oldest left)', fontsize=7)
+      ax.set_ylabel('step', fontsize=7)
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    ax.set_title(f'head {h}', fontsize=8)
+  fig.suptitle(title, fontsize=8)
+  fig.tight_layout()
+  png_path = os.path.join(out, 'feature_attention.png')
+  fig.savefig(png_path, dpi=110)
+  plt.close(fig)
+  return [png_path, csv_path]

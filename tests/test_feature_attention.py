@@ -1,0 +1,62 @@
+"""`python -m s3ta.analysis feature-attention` on checkpoints of the feature agents: the run's
+own environment is rebuilt, and the maps are written labelled (PNG + CSV)."""
+
+import csv
+import os
+
+import jax
+import pytest
+
+from experiments import ram_features, tmaze
+from s3ta.analysis import cli
+from s3ta.analysis.rollout import training_state_template
+from s3ta.envs import factory
+from s3ta.networks import make_network
+from s3ta.utils import checkpoint
+
+pytest.importorskip('ale_py')
+
+
+def _checkpoint(workdir, config):
+  num_actions, shape = factory.env_spec(config.env)
+  network = make_network(config.network.to_dict(), num_actions, shape)
+  state = training_state_template(network, config.to_dict())
+  state = jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), state)
+  state = state._replace(params=network.init(jax.random.PRNGKey(0)))
+  checkpoint.save(checkpoint.checkpoint_dir(str(workdir)), 3, state, config=config,
+                  network_config=config.network.to_dict())
+
+
+def _read_csv(out):
+  with open(os.path.join(out, 'feature_attention.csv')) as f:
+    return list(csv.reader(f))
+
+
+def test_gawrl_maps_are_labelled_with_feature_names(tmp_path):
+  config = ram_features.get_config('Pong')
+  config.network.kind = 'gawrl'
+  _checkpoint(tmp_path / 'run', config)
+  out = str(tmp_path / 'out')
+  assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "run"}', f'--out={out}',
+                   '--steps=4']) == 0
+  rows = _read_csv(out)
+  assert rows[0][:2] == ['head', 'query'] and len(rows[0]) == 2 + 8 * 4
+  assert 'ball_x@t-0' in rows[0] and 'player_y@t-3' in rows[0]
+  assert len(rows) == 1 + 4 * 32  # 4 heads x 32 query tokens
+  for row in rows[1:]:
+    assert abs(sum(float(v) for v in row[2:]) - 1.0) < 1e-3  # each query's weights sum to 1
+  assert os.path.getsize(os.path.join(out, 'feature_attention.png')) > 1000
+
+
+def test_time_attention_maps_over_past_views_and_bad_uses_are_named(tmp_path):
+  config = tmaze.get_config('attention')
+  _checkpoint(tmp_path / 'maze', config)
+  out = str(tmp_path / 'out')
+  assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "maze"}', f'--out={out}',
+                   '--steps=3']) == 0
+  rows = _read_csv(out)
+  assert rows[0] == ['head'] + [f't-{31 - i}' for i in range(32)] and len(rows) == 5
+  assert cli.main(['feature-attention', f'--out={out}']) == 2  # no checkpoint
+  baseline = tmaze.get_config('')
+  _checkpoint(tmp_path / 'lstm', baseline)
+  assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "lstm"}', f'--out={out}']) == 2
