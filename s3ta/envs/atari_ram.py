@@ -30,7 +30,7 @@ from typing import Optional
 import numpy as np
 
 from s3ta.envs import atari
-from s3ta.envs.base import EnvStep
+from s3ta.envs.base import EnvStep, checked_actions
 
 # AtariARI's RAM addresses of each annotated state variable, lists expanded to name_i.
 FEATURES = {
@@ -183,10 +183,7 @@ class RamFeatureEnv:
                    np.zeros(self.num_envs, bool))
 
   def send(self, actions) -> None:
-    actions = np.asarray(actions)
-    if actions.shape != (self.num_envs,) or np.any((actions < 0) | (actions >= self.num_actions)):
-      raise ValueError(f'actions must be {self.num_envs} ints in [0, {self.num_actions}), '
-                       f'got {actions!r}.')
+    actions = checked_actions(actions, self.num_envs, self.num_actions)
     if self._pending is not None:
       raise ValueError('send() called twice without recv() in between.')
     self._pending = actions

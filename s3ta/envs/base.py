@@ -42,6 +42,14 @@ class BatchedEnv(Protocol):
     ...
 
 
+def checked_actions(actions, num_envs: int, num_actions: int) -> np.ndarray:
+  """`actions` as an array, or ValueError unless they are `num_envs` ints in [0, num_actions)."""
+  actions = np.asarray(actions)
+  if actions.shape != (num_envs,) or np.any((actions < 0) | (actions >= num_actions)):
+    raise ValueError(f'actions must be {num_envs} ints in [0, {num_actions}), got {actions!r}.')
+  return actions
+
+
 class EpisodeTracker:
   """Accumulates per-environment returns and lengths; yields finished episodes."""
 

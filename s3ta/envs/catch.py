@@ -9,7 +9,7 @@ steps. Environments reset within the terminal step (see s3ta/envs/base.py).
 
 import numpy as np
 
-from s3ta.envs.base import EnvStep
+from s3ta.envs.base import EnvStep, checked_actions
 
 BALL_COLOUR = (255, 64, 64)
 PADDLE_COLOUR = (64, 255, 64)
@@ -57,10 +57,7 @@ class BatchedCatch:
     return EnvStep(self._render(), zeros, zeros.copy(), everyone, np.zeros(self.num_envs, bool))
 
   def step(self, actions) -> EnvStep:
-    actions = np.asarray(actions)
-    if actions.shape != (self.num_envs,) or np.any((actions < 0) | (actions >= self.num_actions)):
-      raise ValueError(f'actions must be {self.num_envs} ints in [0, {self.num_actions}), '
-                       f'got {actions!r}.')
+    actions = checked_actions(actions, self.num_envs, self.num_actions)
     self._paddle_col = np.clip(self._paddle_col + actions - 1, 0, self.columns - 1)
     self._ball_row += 1
     done = self._ball_row == self.rows - 1

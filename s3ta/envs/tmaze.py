@@ -29,7 +29,7 @@ from typing import Optional
 
 import numpy as np
 
-from s3ta.envs.base import EnvStep
+from s3ta.envs.base import EnvStep, checked_actions
 
 WIDTH, HEIGHT = 9, 7
 CENTRE_X = WIDTH // 2
@@ -138,10 +138,7 @@ class BatchedTMaze:
                    np.zeros(self.num_envs, bool))
 
   def step(self, actions) -> EnvStep:
-    actions = np.asarray(actions)
-    if actions.shape != (self.num_envs,) or np.any((actions < 0) | (actions >= self.num_actions)):
-      raise ValueError(f'actions must be {self.num_envs} ints in [0, {self.num_actions}), '
-                       f'got {actions!r}.')
+    actions = checked_actions(actions, self.num_envs, self.num_actions)
     reward = np.asarray([maze.step(int(a)) for maze, a in zip(self._mazes, actions)], np.float32)
     self._steps += 1
     done = self._steps >= self.max_steps
