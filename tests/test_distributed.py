@@ -221,6 +221,12 @@ def test_sigterm_to_the_launcher_saves_a_final_checkpoint_and_exits_143(tmp_path
     assert len(listeners) >= 3, listeners  # Reverb, the learner's and the inference node's courier
     exposed = [x for x in listeners if x[1] != ['lo'] and not _is_loopback(x[2])]
     assert not exposed, exposed
+    # Central inference: wait (bounded) until the node and an actor report updated parameters.
+    deadline = time.time() + 120
+    while time.time() < deadline and not all(
+        any(r['label'].startswith(prefix) and r.get('param_version', 0) > 0
+            for r in _records(workdir)) for prefix in ('inference_0', 'actor_')):
+      time.sleep(1)
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 143, output[-3000:]
