@@ -86,7 +86,7 @@ def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str) 
       writer.writerow(['head'] + labels)
       for h, head in enumerate(mean):
         writer.writerow([h] + [f'{v:.5f}' for v in head])
-  plt = render._pyplot()  # pylint: disable=protected-access
+  plt = render.pyplot()
   heads = mean.shape[0]
   fig, axes = plt.subplots(1, heads, figsize=(3.6 * heads, 3.8), squeeze=False)
   for h in range(heads):

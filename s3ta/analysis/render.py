@@ -162,8 +162,8 @@ def save_png(image: np.ndarray, path: str) -> str:
   return path
 
 
-def _pyplot():
-  # pyplot only after choosing the file-only Agg backend (no display on servers).
+def pyplot():
+  """matplotlib.pyplot on the file-only Agg backend (no display on servers)."""
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   return plt
@@ -175,7 +175,7 @@ def plot_marginals(frame_attention: np.ndarray, mean_attention: np.ndarray, path
 
   Bars: one frame; line: the mean over the episode. Range [0, 1] like the paper.
   """
-  plt = _pyplot()
+  plt = pyplot()
   over_x, over_y = numerics.marginals(frame_attention)
   mean_x, mean_y = numerics.marginals(mean_attention)
   heads = frame_attention.shape[0]
@@ -204,7 +204,7 @@ def plot_marginals(frame_attention: np.ndarray, mean_attention: np.ndarray, path
 
 def plot_entropy(entropy: np.ndarray, path: str, title: str, max_entropy: float) -> str:
   """Attention entropy per head over the episode, with the uniform-map maximum."""
-  plt = _pyplot()
+  plt = pyplot()
   fig, ax = plt.subplots(figsize=(8, 3.4))
   for n in range(entropy.shape[1]):
     ax.plot(entropy[:, n], lw=1.2, label=f'head {n} (mean {entropy[:, n].mean():.2f})')
@@ -224,7 +224,7 @@ def plot_injection(steps: np.ndarray, values: np.ndarray, actions: np.ndarray, b
                    window: tuple[int, int], path: str, title: str, action_labels: Sequence[str],
                    uniform_mass: Optional[float] = None) -> str:
   """Value, action and per-head attention mass on the injected box over time, window shaded."""
-  plt = _pyplot()
+  plt = pyplot()
   fig, axes = plt.subplots(3, 1, figsize=(8, 6.2), sharex=True)
   for ax in axes:
     ax.axvspan(window[0] - 0.5, window[1] - 0.5, color='gold', alpha=0.3, lw=0)

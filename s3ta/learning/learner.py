@@ -116,8 +116,8 @@ class Learner:
     `params` is None when `known_version` is already the current version (saves
     sending unchanged parameters to an actor).
     """
-    state, version = self._state, int(self.counters.param_version)
-    return self._publisher.get(version, state.params, known_version)
+    version, params = self.current_params
+    return self._publisher.get(version, params, known_version)
 
   @property
   def current_params(self) -> tuple[int, Any]:
