@@ -137,3 +137,71 @@ def test_queue_size_answers_or_gives_up_without_hanging():
   start = time.time()
   assert replay.queue_size(Client(block=True), timeout_s=0.2) == -1
   assert time.time() - start < 2.0
+
+
+def test_sampler_never_blocks_its_caller_when_reverb_hangs(monkeypatch):
+  """Every node gets SIGTERM at once: when the replay server stops while a sample is in
+  flight, Reverb can block `next(iterator)` and the iterator's drop for good (seen in the
+  distributed SIGTERM test: the learner never ran its handler nor saved). The caller gets
+  None within the dataset's timeout, and `close` returns within its own and says so.
+  Stand-in iterators play Reverb's: one hangs in its next batch, one in its drop."""
+  released = threading.Event()
+
+  class HangsInNext:
+    def __init__(self):
+      self.calls = 0
+
+    def __next__(self):
+      self.calls += 1
+      if self.calls > 1:
+        released.wait(30)
+      return 'sample'
+
+  class HangsInDrop:
+    def __next__(self):
+      return 'sample'
+
+    def __del__(self):
+      released.wait(30)
+
+  for iterator_cls in (HangsInNext, HangsInDrop):
+    dataset = types.SimpleNamespace(as_numpy_iterator=iterator_cls)
+    monkeypatch.setattr(replay, 'make_dataset', lambda *args, ds=dataset, **kwargs: ds)
+    sampler = replay.BatchSampler('localhost:1', 2, timeout_ms=200, should_stop=lambda: False)
+    assert sampler.next() == 'sample'
+    start = time.time()
+    if iterator_cls is HangsInNext:
+      assert sampler.next() is None  # after the 0.2 s timeout + 0.5 s slack, not never
+      assert 0.6 < time.time() - start < 3.0
+      start = time.time()
+    assert sampler.close(timeout_s=0.5) is False
+    assert 0.4 < time.time() - start < 3.0
+  released.set()
+
+
+def test_sampler_raises_after_repeated_errors_unless_stopping(monkeypatch):
+  def unavailable(*args, **kwargs):
+    raise ConnectionError('replay server unavailable')
+
+  monkeypatch.setattr(replay, 'make_dataset', unavailable)
+  stopping = threading.Event()
+  sampler = replay.BatchSampler('localhost:1', 2, timeout_ms=200, should_stop=stopping.is_set,
+                                max_failures=2, retry_s=0.01)
+  assert sampler.next() is None and sampler.next() is None  # failures 1 and 2: retried
+  with pytest.raises(ConnectionError, match='unavailable'):
+    sampler.next()
+  stopping.set()  # a stopping program: the replay node may be gone first
+  assert all(sampler.next() is None for _ in range(5))
+  assert sampler.close(timeout_s=2) is True
+
+
+def test_sampler_close_drops_a_live_iterator(server):
+  srv, network = server
+  writer = replay.TrajectoryQueueWriter(reverb.Client(f'localhost:{srv.port}'), 0)
+  for i in range(2):
+    writer.write(replay.split_trajectory(_trajectory(network, 1, i), np.zeros(T + 1), 0, i))
+  sampler = replay.BatchSampler(f'localhost:{srv.port}', 2, timeout_ms=1000,
+                                should_stop=lambda: False)
+  assert sampler.next().data['meta'][:, 2].tolist() == [0, 1]
+  assert sampler.close(timeout_s=10) is True  # a live server: the drop finishes
+  assert sampler.close() is True  # nothing left to drop

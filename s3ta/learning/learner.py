@@ -214,8 +214,9 @@ class Learner:
         if self._checkpointer is not None:
           self._checkpointer.maybe_save(self.counters.learner_steps, self._state,
                                         self.counters.as_dict())
-    finally:
+    except BaseException:
       sampler.close()
+      raise
     stopping = time.time()
     self.counters.train_seconds = train_seconds_at_start + time.time() - start
     saved = self.save()  # after non-finite steps: the last finite parameters
@@ -225,10 +226,26 @@ class Learner:
     self._log(None, last_log, self.counters.learner_steps - steps_at_log,
               self.counters.learner_frames - frames_at_log, final=True,
               stop_reason_code=STOP_REASONS.index(reason) + 1)
+    closed = sampler.close()  # after the save: closing can hang if the replay node is gone
     del client
     gc.collect()
     print(f'[learner] {reason} at step {self.counters.learner_steps}; saved and cleaned up in '
           f'{time.time() - stopping:.1f} s', flush=True)
     if reason != 'stop requested':
       self._stop_program()
+    if not closed:
+      _exit_past_stuck_sampler()
     return reason
+
+
+def _exit_past_stuck_sampler() -> None:
+  """Ends the process now: a Reverb sampler whose server went down mid-sample never closes.
+
+  Its drop blocks in Reverb's retry loop and would hold the process past the program's
+  termination notice (then everything is SIGKILLed, the launcher included). Everything
+  is saved and logged by now, so leave without running the interpreter's shutdown.
+  """
+  print('[learner] the Reverb sampler did not close (the replay node stopped mid-sample); '
+        'exiting without waiting for it', flush=True)
+  sys.stderr.flush()
+  os._exit(0)  # pylint: disable=protected-access

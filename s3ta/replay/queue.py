@@ -19,6 +19,7 @@ TensorFlow/Reverb are imported lazily so `item_spec` & co work without them.
 
 import functools
 import gc
+import queue as queue_lib
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -177,43 +178,75 @@ def make_dataset(server_address: str, batch_size: int, *, max_in_flight_samples:
 class BatchSampler:
   """[B]-batched samples from the queue that never block a learner for long.
 
-  `next()` returns a sample, or None when no data came within the timeout or Reverb
-  was unavailable, so the caller re-checks its stop condition and calls again (the
-  dataset is reopened). After `max_failures` Reverb errors in a row it raises, unless
-  the program is stopping (the replay node may go down first). `close()` drops the
-  iterator: a live Reverb/tf.data iterator makes a process hang at exit.
+  A daemon thread pulls batches from Reverb (reopening the dataset after a timeout or
+  an error) and hands them over one at a time. `next()` returns a sample, or None when
+  none came within the timeout or Reverb was unavailable, so the caller re-checks its
+  stop condition and calls again. After `max_failures` Reverb errors in a row it
+  raises, unless the program is stopping (the replay node may go down first).
+
+  Why a thread: when the replay server stops while a sample is in flight (every node
+  gets SIGTERM at once), Reverb's sampler can keep retrying the lost connection, and
+  both `next(iterator)` and dropping the iterator then block for good. Blocked in C++,
+  the learner's main thread would never run its SIGTERM handler nor save. Here only
+  the fetch thread can block; `close()` says whether it finished.
   """
 
   def __init__(self, server_address: str, batch_size: int, *, timeout_ms: int,
                should_stop: Callable[[], bool], max_failures: int = 30, retry_s: float = 1.0):
     self._open = functools.partial(make_dataset, server_address, batch_size, timeout_ms=timeout_ms)
+    self._wait_s = timeout_ms / 1000 + 0.5  # the dataset's own timeout, plus slack
     self._should_stop, self._max_failures, self._retry_s = should_stop, max_failures, retry_s
-    self._dataset = self._iterator = None
+    self._handover = queue_lib.Queue(maxsize=1)  # ('sample' | 'empty' | 'error', value)
+    self._closing = threading.Event()
+    self._thread: Optional[threading.Thread] = None
     self._failures = 0
+
+  def _fetch(self) -> None:
+    iterator = None
+    while not self._closing.is_set():
+      try:
+        if iterator is None:
+          iterator = self._open().as_numpy_iterator()
+        item = ('sample', next(iterator))
+      except StopIteration:  # no data within the timeout: reopen
+        iterator, item = None, ('empty', None)
+      except Exception as e:  # pylint: disable=broad-except  (Reverb unavailable)
+        iterator, item = None, ('error', e)
+      while not self._closing.is_set():
+        try:
+          self._handover.put(item, timeout=0.1)
+          break
+        except queue_lib.Full:
+          pass
+      if item[0] == 'error':
+        self._closing.wait(self._retry_s)
+    del iterator  # a live Reverb/tf.data iterator makes a process hang at exit
+    gc.collect()
 
   def next(self):
-    if self._iterator is None:
-      self._dataset = self._open()
-      self._iterator = self._dataset.as_numpy_iterator()
+    if self._thread is None:
+      self._thread = threading.Thread(target=self._fetch, name='reverb-sampler', daemon=True)
+      self._thread.start()
     try:
-      sample = next(self._iterator)
-    except StopIteration:  # no data within the timeout
-      self._dataset = self._iterator = None
+      kind, value = self._handover.get(timeout=self._wait_s)
+    except queue_lib.Empty:
       return None
-    except Exception:  # pylint: disable=broad-except  (Reverb unavailable)
-      self._dataset = self._iterator = None
-      if not self._should_stop():
-        self._failures += 1
-        if self._failures > self._max_failures:
-          raise
-        time.sleep(self._retry_s)
-      return None
-    self._failures = 0
-    return sample
+    if kind == 'sample':
+      self._failures = 0
+      return value
+    if kind == 'error' and not self._should_stop():
+      self._failures += 1
+      if self._failures > self._max_failures:
+        raise value
+    return None
 
-  def close(self) -> None:
-    self._dataset = self._iterator = None
-    gc.collect()
+  def close(self, timeout_s: float = 3.0) -> bool:
+    """Stops the fetch thread (dropping its iterator); False if it did not end within `timeout_s`."""
+    self._closing.set()
+    if self._thread is None:
+      return True
+    self._thread.join(timeout_s)
+    return not self._thread.is_alive()
 
 
 def batch_to_trajectory(data: dict, state_treedef=None) -> tuple[Trajectory, dict]:
