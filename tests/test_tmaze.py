@@ -50,6 +50,16 @@ def test_a_corner_entered_from_its_side_column_resets():
   assert sum(rewards) == 0.0 and maze.resets == 1 and maze.position == (0, 0)
 
 
+def test_shuttling_along_the_top_row_resets_and_returning_down_the_centre_pays():
+  maze = TMaze()
+  rewards = _play(maze, LEFT_LOOP_TO_CORNER + [RIGHT] * 8)  # left corner, then straight across
+  assert sum(rewards) == 1.0 and maze.resets == 1 and maze.position == (8, 0)
+  # Back down the centre to its bottom and up again: as long as the figure 8, and paid.
+  maze = TMaze()
+  rewards = _play(maze, LEFT_LOOP_TO_CORNER + [RIGHT] * 4 + [DOWN] * 6 + RIGHT_TURN)
+  assert [i for i, r in enumerate(rewards) if r] == [9, 29] and maze.resets == 0
+
+
 def test_blocked_moves_and_noop_keep_the_position():
   maze = TMaze()
   assert _play(maze, [DOWN, LEFT, NOOP]) == [0.0, 0.0, 0.0]
