@@ -165,14 +165,16 @@ def make_dataset(server_address: str, batch_size: int, *, max_in_flight_samples:
   """A tf.data dataset of [B]-batched items; ends after `timeout_ms` without data.
 
   The timeout lets the learner check its stop event (and survive dead actors)
-  instead of blocking forever; recreate the iterator to continue.
+  instead of blocking forever; recreate the iterator to continue. No tf.data prefetch:
+  `BatchSampler`'s thread already fetches the next batch while the learner steps, and
+  a second buffer would only pull batches earlier (more policy lag).
   """
   import reverb  # pylint: disable=g-import-not-at-top
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address, table,
       max_in_flight_samples_per_worker=max_in_flight_samples or 2 * batch_size,
       rate_limiter_timeout_ms=timeout_ms)
-  return dataset.batch(batch_size, drop_remainder=True).prefetch(1)
+  return dataset.batch(batch_size, drop_remainder=True)
 
 
 class BatchSampler:
