@@ -1,5 +1,7 @@
 """PBTLearner in-process: exploit/explore on a real learner, without recompiling."""
 
+import threading
+
 import jax
 import numpy as np
 import pytest
@@ -167,3 +169,36 @@ def test_parameters_are_copied_to_the_host_once_per_version_and_not_resent():
   assert publisher.get(1, device, known_version=1) == {'version': 1, 'params': None}
   newer = publisher.get(2, {'w': device['w'] + 1})
   np.testing.assert_array_equal(newer['params']['w'], [1.0, 2.0, 3.0])
+
+
+class _PauseReadJustBeforeItIsSet(threading.Event):
+  """A pause flag whose first read returns 'not paused' only after `pause_training` set it:
+  the worst interleaving of a training step's pause check with the pause itself."""
+
+  def __init__(self):
+    super().__init__()
+    self.read = threading.Event()
+    self._reads = 0
+
+  def is_set(self) -> bool:
+    self._reads += 1
+    if self._reads > 1:
+      return super().is_set()
+    self.read.set()
+    assert self.wait(timeout=10.0), 'pause_training never set the flag'
+    return False
+
+
+def test_no_step_is_taken_after_pause_training_returns():
+  network, learner = make_learner(0)
+  data = batch(network, 0)
+  learner.step_on_batch(data)  # compiled; 1 step
+  flag = learner._pbt_paused = _PauseReadJustBeforeItIsSet()  # pylint: disable=protected-access
+  stepper = threading.Thread(target=learner.step_on_batch, args=(data,))
+  stepper.start()
+  assert flag.read.wait(timeout=10.0)
+  at_rest = learner.pause_training()
+  stepper.join(timeout=30.0)
+  assert not stepper.is_alive()
+  # The step that read the flag before the pause finished before pause_training returned.
+  assert at_rest['learner_steps'] == learner.counters.learner_steps == 2

@@ -53,8 +53,6 @@ class PBTLearner(Learner):
     self.pbt_changes = 0
 
   def step_on_batch(self, data: dict, fetch_metrics: bool = True) -> dict:
-    while self._pbt_paused.is_set() and not self._should_stop():
-      time.sleep(0.05)
     data = dict(data)
     # Reverb/tf.data rebuilds namedtuples as its own look-alike classes; give the
     # recurrent state the network's pytree structure again (same fields, same order).
@@ -62,8 +60,11 @@ class PBTLearner(Learner):
       self._pbt_state_treedef = jax.tree_util.tree_structure(self._network.initial_state(1))
     data['initial_state'] = jax.tree_util.tree_unflatten(self._pbt_state_treedef,
                                                          jax.tree_util.tree_leaves(data['initial_state']))
-    with self._pbt_lock:
-      return super().step_on_batch(data, fetch_metrics)
+    while True:  # the pause is checked under the lock that `pause_training` takes: no step slips past it
+      with self._pbt_lock:
+        if not self._pbt_paused.is_set() or self._should_stop():
+          return super().step_on_batch(data, fetch_metrics)
+      time.sleep(0.05)
 
   def run(self) -> str:
     """Trains (see `Learner.run`), then keeps serving courier calls until the program stops.
