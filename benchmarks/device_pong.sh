@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Pong runs of `launch.train_single` on a lent GPU machine (the `device` tool), side by side.
+#
+# The machine has Python 3.12 + jax 0.11 but no ale-py/gymnasium/ml-collections: carry their
+# cp312 wheels in ./.whl (ignored by git; see BENCHMARKS.md for the download command).
+#   start:  RUNS='s3ta=s3ta resnet=resnet_lstm' MAX_SECONDS=1380 bash benchmarks/device_pong.sh start 500
+#   watch:  bash /tmp/repo/benchmarks/device_pong.sh watch 540     (again within 30 s of the last call)
+# RUNS holds NAME=KIND[,--config.x=y,...] items; each starts one detached process (setsid, so it
+# outlives the call) with 128 ALE envs on 4 threads, writing /tmp/runs/NAME. `watch` prints every
+# run's progress line once a minute for the given seconds (or until all have ended) and copies each
+# run's log and metrics.jsonl to $OUT.
+set -u
+mode=${1:?start or watch}
+seconds=${2:?seconds to watch}
+
+watch_runs() {
+  local end=$(( $(date +%s) + $1 ))
+  while [ "$(date +%s)" -lt "$end" ]; do
+    sleep 60
+    echo "== $(date +%T) GPU $(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader)" \
+         "load $(cut -d' ' -f1 /proc/loadavg)"
+    for log in /tmp/runs/*.log; do echo "$(basename "$log" .log): $(grep -a '^frames' "$log" | tail -1)"; done
+    pgrep -f launch.train_single >/dev/null || { echo 'no run left'; break; }
+  done
+  for log in /tmp/runs/*.log; do
+    local name; name=$(basename "$log" .log)
+    cp "$log" "$OUT/$name.log"
+    cp "/tmp/runs/$name/metrics.jsonl" "$OUT/${name}_metrics.jsonl" 2>/dev/null
+    echo "--- $name"; grep -a -v '^frames' "$log" | tail -15
+  done
+}
+
+if [ "$mode" = watch ]; then watch_runs "$seconds"; exit 0; fi
+[ "$mode" = start ] || { echo "mode must be start or watch, got '$mode'" >&2; exit 2; }
+
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+# Run from a copy: a later call re-sends the working tree under the running processes.
+rm -rf /tmp/repo && cp -r . /tmp/repo && cd /tmp/repo || exit 1
+export PYTHONPATH=/tmp/site:/tmp/repo PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+python3 -c 'import jax, flax; print("jax", jax.__version__, "flax", flax.__version__, jax.devices())' || exit 1
+mkdir -p /tmp/runs
+num_runs=$(wc -w <<< "${RUNS:?NAME=KIND[,--config.x=y...] items}")
+for spec in $RUNS; do
+  name=${spec%%=*}
+  IFS=, read -r -a parts <<< "${spec#*=}"
+  XLA_PYTHON_CLIENT_MEM_FRACTION=$(python3 -c "print(round(0.9 / $num_runs, 2))") \
+    setsid nohup python3 -m launch.train_single --config=experiments/atari_expert.py \
+      --workdir="/tmp/runs/$name" --config.env.backend=ale --config.single_machine.device=gpu \
+      --config.network.kind="${parts[0]}" --config.single_machine.num_envs=128 --config.env.num_threads=4 \
+      --config.evaluator.period_s=120 --config.evaluator.num_episodes=8 --config.evaluator.num_envs=8 \
+      --config.max_seconds="${MAX_SECONDS:-1380}" "${parts[@]:1}" \
+      > "/tmp/runs/$name.log" 2>&1 < /dev/null &
+done
+sleep 5
+watch_runs "$seconds"
