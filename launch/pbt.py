@@ -3,38 +3,16 @@
 Usage:
   python -m launch.pbt --config=experiments/pbt_smoke.py --workdir=DIR [--config.population_size=3]
 
-`make_pbt_program(config, workdir) -> lp.Program` builds ONE Launchpad program:
-
-- per member m (`<workdir>/member_<m>/` holds its metrics, checkpoints, Reverb dir):
-  a Reverb queue node, a `PBTLearner` courier node, and `num_actors` actors that
-  feed only that queue and fetch params from only that learner (each a supervised,
-  restarted worker as in the single-agent program: `launch/supervision.py`);
-- one `pbt_controller` node (`s3ta.pbt.node.ControllerNode`) that polls each
-  learner's fitness over courier and applies exploit (`set_state`: params,
-  optimiser state and hyperparameters) and explore (`set_hyperparams`); the
-  hyperparameters are data in the jitted step, so nothing recompiles, and copied
-  params reach the recipient's actors at their next regular param refresh.
-
-Why one Reverb server per member (not one shared server with a table per member):
-members must not share rate limiters or compete for one server's threads; a
-member's queue holds only its own on-policy data; and the single-agent queue,
-writer and dataset code (fixed table name) is reused unchanged.
-
-Multi-level (paper 000, App. A.2): `config.games` names a list from
-`s3ta.pbt.levels.GAME_LISTS` (e.g. 'atari57') or 'Game1,Game2'; actors are then
-assigned games round-robin, every env uses the full 18-action space, and all of a
-member's actors feed its one learner. Fitness = mean over games of the mean capped
-human-normalised score of the member's recent training episodes (actors send
-finished episode returns to their learner with `report_episodes`). Each actor
-logs per-game `game_return_mean` / `game_hns_mean` into its member's metrics.
-
-The run ends when every learner has reached its own stop condition (max frames /
-seconds / steps, as in the single-agent program; finished learners keep serving),
-or after `pbt_max_seconds`, when the controller asks each learner to finish; in
-both cases the controller then calls `lp.stop()` (learners never do), so no
-learner is mid-sample when the Reverb servers go down.
-Relaunching with the same workdir restores the controller (population, lineage,
-rng) from `<workdir>/pbt_state.json` and each learner from its checkpoints.
+`make_pbt_program(config, workdir) -> lp.Program` builds one Launchpad program: per member m
+(`<workdir>/member_<m>/`) a Reverb queue node, a `PBTLearner` courier node and `num_actors`
+supervised actors that feed only that queue; plus one `pbt_controller` node
+(`s3ta.pbt.node.ControllerNode`) that polls fitness and applies exploit (`set_state`) and
+explore (`set_hyperparams`). `config.games` (a `s3ta.pbt.levels.GAME_LISTS` name or
+'Game1,Game2') makes it multi-level (paper 000, App. A.2). The controller alone calls
+`lp.stop()`, once every learner is done or after `pbt_max_seconds`; relaunching with the same
+workdir resumes the controller from `pbt_state.json` and each learner from its checkpoints.
+Design (one Reverb server per member, fitness, the stop order): WORKSPACE.md, "Population-based
+training".
 """
 
 import copy

@@ -9,25 +9,9 @@ frames, right: against wall minutes; one colour per run, training a thin light l
 evaluation markers on a solid line) and `PREFIX.csv` (`run,series,frames,wall_minutes,return,
 episodes`), then prints one summary line per run. Bad arguments: one `error:` line, exit 2.
 
-x axes. No record's own counter serves every curve: actor `frames` restart at 0 when a run
-resumes, and actors and the evaluator log on their own schedules. The learner's counters do:
-`learner_frames` (frames consumed) and `train_seconds` (learner training time) are stored in
-checkpoints and continue across resumes. So every record time t maps to frames(t) and
-wall(t) by linear interpolation (`numpy.interp`) over the learner records' (time,
-learner_frames) and (time, train_seconds); records before the first learner record map to
-0 frames and 0 s, records after the last one to its values. Wall time is therefore training
-time: the downtime between a run and its resume does not count. Evaluations are placed at
-the frames of the parameters they evaluated: their own `frames` field where present (newer
-runs), else their `param_version` interpolated over the learner records' (param_version,
-learner_frames), which start from (0, 0) (else, with neither, their time); their wall time is
-interpolated from their record time like everything else.
-
-Training return. The actors' records, from all actors in time order, form one stream of
-episodes: a record's window counts `window_episodes` episodes at `window_return_mean`. After
-each non-empty window the curve has one point, the mean of the last `--smooth_episodes`
-episodes of the stream (a window straddling that limit counts in part), at the x of the
-record's time. Its CSV `episodes` is the number of episodes averaged (< the limit early on);
-an evaluation's is the number of episodes it played.
+Frames and wall time are the learner's (`learner_frames`, `train_seconds`, which continue across
+resumes), interpolated to every record's time; the training return is the mean of the last
+`--smooth_episodes` episodes of all actors. How exactly: WORKSPACE.md, "Looking at the agent".
 """
 
 import argparse

@@ -1,34 +1,13 @@
 """Batched Atari (ALE v5 protocol) environments as a `BatchedEnv`, and what both backends share.
 
-Two backends step the same emulator with the same preprocessing: EnvPool 0.8.4
-(`AtariEnv` here, the default) and the Arcade Learning Environment's own vector
-environment (`s3ta/envs/ale.py`). Both return channel-last `[B, H, W, C]` uint8
-frames in env-id order, mapped to `EnvStep` exactly as `s3ta/envs/base.py`
-describes:
-
-- terminal step (game over or time limit): `last=True`, `discount=0`,
-  `is_first=False`, the step's reward;
-- the step after it: the backend ignores the action and returns the first
-  observation of the new episode: `is_first=True`, `discount=0`, `reward=0`,
-  `last=False`;
-- `reset()` returns first observations (`is_first=True`, `discount=0`).
-
-Why synchronous stepping (`batch_size == num_envs`) and not EnvPool's async mode:
-async returns a different subset of environments each call, so callers would
-have to scatter recurrent states and unroll buffers by env id (measured 1.1-1.5x
-faster with random actions, BENCHMARKS.md). `send()`/`recv()` split `step()` for
-callers that overlap the emulator with other work (the single-machine trainer
-steps one env group while the policy of the other runs).
-
-Defaults follow the paper (000, A.1) and the standard ALE protocol: RGB
-210x160x3 (or gray 84x84 with `light_observation`), action repeat 4 with a
-max-pool over the last two frames, a uniform number of no-ops in
-[0, noop_max) at episode start (EnvPool's convention, which ALE's vector env
-shares), FIRE on reset in games that need it, no sticky actions, minimal action
-set, full episodes (no life-loss episodes), unclipped rewards (the learner
-clips), episodes truncated after 27 000 agent steps (108 000 frames).
-`frame_stack > 1` stacks the last k frames along channels (`FrameStack`; on an
-episode's first step the stack is filled with its first frame).
+Two backends step the same emulator with the same preprocessing: EnvPool 0.8.4 (`AtariEnv`
+here, the default) and ale-py's vector environment (`s3ta/envs/ale.py`). Both return
+channel-last `[B, H, W, C]` uint8 frames in env-id order, mapped to `EnvStep` as
+`s3ta/envs/base.py` describes: the terminal step has `last=True`, `discount=0`; the step after
+it ignores the action and returns the new episode's first observation (`is_first=True`,
+`discount=0`, `reward=0`). Stepping is synchronous (`batch_size == num_envs`); `send()`/`recv()`
+split `step()` for callers that overlap the emulator with other work. Defaults are the paper's
+(000, A.1) and the standard ALE protocol (WORKSPACE.md, "The distributed program").
 """
 
 import functools
