@@ -25,15 +25,16 @@ import numpy as np
 import optax
 
 from experiments import atari_expert
-from s3ta.learning import optimizer
+from s3ta.envs import atari_ram
+from s3ta.learning import LearnerConfig
+from s3ta.learning.learner_core import make_optimizer
 from s3ta.networks import make_network
 from s3ta.networks.agent import AgentInput
 
-PADDLE_Y = 51  # Pong RAM: the agent's paddle (s3ta/envs/atari_ram.py, FEATURES['Pong'])
-ACTION_REPEAT = 4
+PADDLE_Y = dict(atari_ram.FEATURES['Pong'])['player_y']  # the agent's paddle: RAM byte 51
 
 
-def random_play(num_sequences: int, length: int, seed: int):
+def random_play(num_sequences: int, length: int, seed: int, action_repeat: int):
   """[N, T] RGB frames and paddle heights from one stretch of random Pong play."""
   import ale_py  # pylint: disable=g-import-not-at-top
   ale = ale_py.ALEInterface()
@@ -47,7 +48,7 @@ def random_play(num_sequences: int, length: int, seed: int):
     if ale.game_over():
       ale.reset_game()
     action = actions[rng.integers(len(actions))]
-    for _ in range(ACTION_REPEAT):
+    for _ in range(action_repeat):
       ale.act(action)
     frames.append(ale.getScreenRGB())
     heights.append(ale.getRAM()[PADDLE_Y])
@@ -70,7 +71,7 @@ def main() -> None:
 
   config = atari_expert.get_config()  # paper-size S3TA, paper learning rate and clipping
   frames, heights = random_play(args.train_sequences + args.test_sequences, args.unroll_length,
-                                args.seed)
+                                args.seed, config.env.frame_skip)
   low, high = np.percentile(heights, 1), np.percentile(heights, 99)
   targets = np.clip(2 * (heights - low) / max(high - low, 1.0) - 1, -1, 1)
   print(f'{len(frames)} sequences of {args.unroll_length} steps; paddle byte {low:.0f}..{high:.0f} '
@@ -89,16 +90,16 @@ def main() -> None:
     return 0.5 * jnp.sum(jnp.square(outputs.value - target)), outputs
 
   test_index = np.arange(n_train, len(frames))
+  paper_learning_rate = config.learner.learning_rate
   for setting in args.settings.split(','):
     name, epsilon, initial_scale, *rest = setting.split(':')
-    learning_rate = float(rest[0]) if rest else config.learner.learning_rate
+    config.learner.learning_rate = float(rest[0]) if rest else paper_learning_rate
+    config.learner.rmsprop_epsilon = float(epsilon)
+    config.learner.rmsprop_initial_scale = float(initial_scale)
     config.network.query_init_scale = float(rest[1]) if len(rest) > 1 else 1.0
     config.network.kind = rest[2] if len(rest) > 2 else 's3ta'
     network = make_network(config.network, 6, (210, 160, 3))
-    transform = optimizer.rmsprop(
-        learning_rate, float(epsilon), config.learner.grad_clip,
-        decay=config.learner.rmsprop_decay, initial_scale=float(initial_scale),
-        clip_mode=config.learner.grad_clip_mode)
+    transform = make_optimizer(LearnerConfig.from_dict(config.learner))  # the learner's own
     params = network.init(jax.random.PRNGKey(args.seed))
     opt_state = transform.init(params)
 
@@ -116,13 +117,14 @@ def main() -> None:
         return 1 - residual / jnp.var(target), jnp.float32(jnp.nan)
       return 1 - residual / jnp.var(target), jnp.mean(jnp.max(outputs.attention, axis=(-2, -1)))
 
+    uniform = 1 / np.prod(network.config.vision_shape((210, 160, 3)))  # one attention weight
     rng = np.random.default_rng(args.seed)
     start = time.time()
     for step in range(args.steps + 1):
       if step % args.report_every == 0:
         r2, sharpness = evaluate(params, *inputs_of(test_index))
         print(f'{name:14s} step {step:4d}  held-out R^2 {float(r2):+.3f}  largest attention weight '
-              f'{float(sharpness):.4f} (uniform {1 / 540:.4f})  {time.time() - start:5.0f} s', flush=True)
+              f'{float(sharpness):.4f} (uniform {uniform:.4f})  {time.time() - start:5.0f} s', flush=True)
       if step < args.steps:
         params, opt_state, _ = update(params, opt_state,
                                       *inputs_of(rng.choice(n_train, args.batch_size, replace=False)))

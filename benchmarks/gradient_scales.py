@@ -78,7 +78,8 @@ def main() -> None:
     params = network.init(jax.random.PRNGKey(args.seed))
     batch = Trajectory(initial_state=network.initial_state(args.batch_size), **data)
     grad_fn = jax.jit(jax.grad(trajectory_loss, has_aux=True), static_argnums=(1, 2))
-    grads, metrics = grad_fn(params, network, learner_config, batch, jnp.float32(0.01))
+    grads, metrics = grad_fn(params, network, learner_config, batch,
+                             jnp.float32(learner_config.entropy_cost))
     print(f'\n== {kind}: ' + ', '.join(f'{k} {float(v):.3g}' for k, v in sorted(metrics.items())))
     print(f'  {"parameter":52s} {"size":>8s} {"grad RMS":>9s} {"share < floor":>13s}')
     for path, grad in jax.tree_util.tree_flatten_with_path(grads)[0]:
