@@ -20,5 +20,7 @@ setuptools.setup(
         'test': ['pytest==8.3.3', 'portpicker==1.6.0'],
         # GPU learner: CUDA 12 jaxlib at the same jax version.
         'gpu': ['jax[cuda12]==0.5.3'],
+        # The Vertex AI launch (launch/cluster.py); exact pins of its dependencies in requirements.txt.
+        'cluster': ['xmanager==0.3.0', 'pytz'],
     },
 )

@@ -11,11 +11,13 @@ import os
 import runpy
 import sys
 import tempfile
+import uuid
 from typing import Optional, Sequence
 
 from absl import flags
 
 from s3ta.utils import checkpoint
+from s3ta.utils import storage
 
 
 def parse_flags(argv: Sequence[str]) -> list:
@@ -71,14 +73,30 @@ def _first_line(error: Exception) -> str:
   return text.splitlines()[0]
 
 
+def require_local_workdir(workdir: str, launcher: str) -> None:
+  """Local launches read their workdir while they run (progress, summary, node logs): a remote
+  path is refused with one sentence naming the alternatives."""
+  if storage.is_remote(workdir):
+    raise ValueError(f'{launcher} runs on this machine and needs a local --workdir, got '
+                     f'{workdir!r}; copy the workdir to remote storage afterwards, or launch a '
+                     'cluster run (launch.train --launch_type=vertex_ai) to write there directly.')
+
+
 def check_workdir(workdir: str, network_config) -> None:
   """Before a launch: `workdir` is creatable and writable, and its latest checkpoint (if any)
   decodes and was written for `network_config`. Raises ValueError (one sentence) otherwise,
   having changed nothing but creating the directory."""
   try:
-    os.makedirs(workdir, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=workdir, prefix='.write-test-'):
-      pass
-  except OSError as e:
-    raise ValueError(f'workdir {workdir!r} is not a writable directory ({e.strerror or e}).') from e
+    if storage.is_remote(workdir):
+      probe = storage.join(workdir, f'.write-test-{uuid.uuid4().hex}')
+      storage.makedirs(workdir)
+      storage.write_bytes(probe, b'')
+      storage.remove(probe)
+    else:
+      os.makedirs(workdir, exist_ok=True)
+      with tempfile.NamedTemporaryFile(dir=workdir, prefix='.write-test-'):
+        pass
+  except Exception as e:  # pylint: disable=broad-except  (OSError; tf.errors.* for remote paths)
+    reason = getattr(e, 'strerror', None) or getattr(e, 'message', None) or e
+    raise ValueError(f'workdir {workdir!r} is not a writable directory ({reason}).') from e
   checkpoint.check_restorable(checkpoint.checkpoint_dir(workdir), network_config)

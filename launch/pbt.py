@@ -122,6 +122,8 @@ def make_pbt_program(config, workdir: str):
 
 def build_pbt_program(config, workdir: str):
   """(program, [learner handle per member]); tests add probe nodes with the handles."""
+  # Launchpad (and launch.program, which imports it) read LAUNCHPAD_LOGGING_DIR at import:
+  # main() sets it first, so they are imported in the functions that run after it.
   import launchpad as lp  # pylint: disable=g-import-not-at-top
   from launch import program as single  # pylint: disable=g-import-not-at-top
 
@@ -144,7 +146,7 @@ def build_pbt_program(config, workdir: str):
   build_replay_tables = functools.partial(single.build_replay_tables, config, network_fn)
 
   def build_learner(m, replay_client):
-    from s3ta.pbt.learner import PBTLearner  # pylint: disable=g-import-not-at-top
+    from s3ta.pbt.learner import PBTLearner  # pylint: disable=g-import-not-at-top  (in the node only)
     # No stop_program: the controller stops the program once every member is done.
     return single.build_learner(members[m], member_dir(m), network_fn, replay_client,
                                 learner_cls=PBTLearner, name=f'member {m} learner',
@@ -167,7 +169,7 @@ def build_pbt_program(config, workdir: str):
                                    actor_id, replay_client, learner_client)
 
   def build_controller(learner_clients):
-    from s3ta.pbt.node import ControllerNode  # pylint: disable=g-import-not-at-top
+    from s3ta.pbt.node import ControllerNode  # pylint: disable=g-import-not-at-top  (in the node only)
     return ControllerNode(pbt.to_dict(), learner_clients, workdir, base_hp, init_ranges,
                           max_seconds=config.pbt_max_seconds)
 
@@ -192,6 +194,7 @@ def build_pbt_program(config, workdir: str):
 
 
 def local_resources(config) -> dict:
+  # As in build_pbt_program: Launchpad only after main() has set its logging directory.
   from launch import program as single  # pylint: disable=g-import-not-at-top
   from launchpad.nodes.python.local_multi_processing import PythonProcess  # pylint: disable=g-import-not-at-top
   resources = single.local_resources(config)
@@ -213,6 +216,11 @@ def main(argv) -> int:
   except ValueError as e:
     print(f'launch.pbt: invalid config: {e}', file=sys.stderr)
     return 2
+  try:
+    cli.require_local_workdir(workdir, 'launch.pbt')
+  except ValueError as e:
+    print(f'launch.pbt: error: {e}', file=sys.stderr)
+    return 2
   workdir = os.path.abspath(workdir)
   if isolation.NETWORK.value == 'isolated':  # servers reachable from loopback only
     isolation.isolate('launch.pbt', sys.argv[1:])
@@ -222,7 +230,7 @@ def main(argv) -> int:
   tmp = os.path.join(workdir, 'tmp')
   os.makedirs(tmp, exist_ok=True)
   tempfile.tempdir = tmp
-  import launchpad as lp  # pylint: disable=g-import-not-at-top
+  import launchpad as lp  # pylint: disable=g-import-not-at-top  (after LAUNCHPAD_LOGGING_DIR is set)
   start = time.time()
   program = make_pbt_program(config, workdir)
   print(f'[pbt] launching {config.population_size} members x ({config.num_actors} actors + learner + '

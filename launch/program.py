@@ -1,37 +1,20 @@
 """The distributed S3TA/IMPALA program: `make_program(config, workdir) -> lp.Program`.
 
-Nodes (each its own process under `local_mp`):
-
-- `replay`: a Reverb server with one FIFO queue table (`s3ta/replay/queue.py`); its
-  `Queue` rate limiter blocks actors when full (bounded policy lag), never drops.
-- `learner`: samples [B] batches of T + 1-step items, runs the jitted `sgd_step` on
-  the best device JAX sees, serves `get_params()` over courier, checkpoints into
-  `<workdir>/checkpoints` (and resumes from there), and ends the program with
-  `lp.stop()` when its stop condition (max frames / steps / seconds) is met.
-- `actor` x N: an EnvPool batch each, one PRNG key each; the policy runs jitted on the
-  actor's CPU (`config.inference.mode = 'actor'`), or on a central node:
-- `inference` x K (`config.inference.mode = 'central'`): batched policy steps for the
-  actors on the learner host's device (`s3ta/acting/inference.py`). `auto` picks
-  `central` when the learner host has an accelerator, else `actor`. With
-  `config.inference.colocated` the learner node serves them itself
-  (`LearnerServingInference`), reading its parameters on its device.
-- `evaluator` (optional): periodic episodes with the latest parameters.
-
-Actor and evaluator nodes are `launch.supervision.Supervisor`s: the worker runs in a
-child process that is restarted (backoff, `config.max_restarts` per node) when it dies,
-so a crashed or killed actor does not end the run. A learner or replay death does.
-
-Everything a node needs is built inside it by the module-level `build_*` functions
-(shared with `launch/pbt.py`), bound to this program's arguments with
-`functools.partial`; only the config, workdir and env spec cross processes (each
-node derives its PRNG key from `config.seed`, one per actor: `launch/seeds.py`).
-Every node writes metrics to `<workdir>/metrics.jsonl` (`s3ta.utils.metrics`).
+Nodes: `replay` (a Reverb FIFO queue), `learner` (samples, runs `sgd_step`, serves
+parameters, checkpoints, stops the program), `actor` x N (EnvPool batches; policy on
+their CPU or on the central `inference` x K nodes), and an optional `evaluator`.
+Actor and evaluator nodes are supervised (restarted when they die, launch/supervision.py).
+Each node builds what it needs itself through the module-level `build_*` functions
+(shared with launch/pbt.py), so only the config, workdir and env spec cross processes.
+Also here: per-node resources for `local_mp` and for Vertex AI. The data flow and the
+reasons are in WORKSPACE.md ("The distributed program").
 """
 
 import functools
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from typing import Any, Callable, Optional
 
@@ -55,6 +38,7 @@ from s3ta.networks import make_network
 from s3ta.replay import TrajectoryQueueWriter, make_queue_tables_fn
 from s3ta.utils import metrics as metrics_lib
 from s3ta.utils.checkpoint import Checkpointer
+from s3ta.utils import storage
 
 # Environment variables of node processes that should not see an accelerator.
 CPU_NODE_ENV = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': '', 'TF_CPP_MIN_LOG_LEVEL': '2'}
@@ -104,10 +88,12 @@ def build_replay_tables(config, network_fn: Callable[[], Any]):
   return make_queue_tables_fn(network_fn, config.unroll_length, config.queue_size)()
 
 
-def build_replay_checkpointer(path: str):
-  """The Reverb checkpointer writing into `path`."""
+def build_replay_checkpointer(path: Optional[str]):
+  """The Reverb checkpointer writing into `path` (None: the node's own temp directory, for
+  a remote workdir: Reverb writes local files only)."""
   # Trap 6: without a checkpointer every reverb.Server makes a /tmp dir.
-  return reverb.checkpointers.DefaultCheckpointer(path=path)
+  return reverb.checkpointers.DefaultCheckpointer(
+      path=path or os.path.join(tempfile.gettempdir(), 'reverb'))
 
 
 def build_learner(config, workdir: str, network_fn: Callable[[], Any], replay_client, *,
@@ -297,15 +283,16 @@ def make_program(config, workdir: str, local: bool = True):
   """
 
   config_checks.validate_distributed(config)
-  workdir = os.path.abspath(workdir)
+  workdir = storage.absolute(workdir)
   config = config.copy_and_resolve_references() if hasattr(
       config, 'copy_and_resolve_references') else config
   num_actions, observation_shape = factory.env_spec(config.env)
   network_fn = functools.partial(build_network, config, num_actions, observation_shape)
   # The node builders: the module-level ones with this program's arguments bound.
   build_replay = functools.partial(build_replay_tables, config, network_fn)
-  build_checkpointer = functools.partial(build_replay_checkpointer,
-                                         os.path.join(workdir, 'reverb'))
+  build_checkpointer = functools.partial(
+      build_replay_checkpointer,
+      None if storage.is_remote(workdir) else os.path.join(workdir, 'reverb'))
   mode = inference_mode(config, local)
   colocated = mode == 'central' and config.inference.colocated
   build_learner_node = functools.partial(
@@ -384,22 +371,32 @@ def resource_spec(config) -> dict:
   return spec
 
 
-def xm_resources(config, code_directory: str, requirements: str) -> dict:
+def xm_resources(config, code_directory: str, requirements: str,
+                 gpu_requirements: Optional[str] = None) -> dict:
   """`xm_resources` for `lp.launch(..., launch_type='vertex_ai')`: a DockerConfig per group.
 
-  Needs the `xmanager` package (not part of the pinned local set: install it on the
-  machine that submits cluster jobs) and a configured GCP project.
+  Groups with an accelerator install `gpu_requirements` (default: `requirements`), the
+  others `requirements`. Needs the `xmanager` package (`pip install -e .[cluster]`).
   """
   try:
+    # Imported here: xmanager is the optional `cluster` extra, never needed by local runs.
     from xmanager import xm  # pylint: disable=g-import-not-at-top
   except ImportError as e:
-    raise ImportError('The Vertex AI launch needs the xmanager package (pip install '
-                      'xmanager) and a GCP project (see launch/train.py).') from e
+    raise ImportError('The Vertex AI launch needs the xmanager package (pip install -e '
+                      '.[cluster]) and a GCP project (see launch/README.md).') from e
   resources = {}
   for label, spec in resource_spec(config).items():
     requirements_kwargs = {'cpu': spec['cpu'], 'memory': spec['memory_gib'] * xm.GiB}
     if spec.get('accelerator'):
       requirements_kwargs[spec['accelerator']] = spec['accelerator_count']
-    resources[label] = lp.DockerConfig(code_directory, requirements,
-                                       hw_requirements=xm.JobRequirements(**requirements_kwargs))
+    try:
+      hw_requirements = xm.JobRequirements(**requirements_kwargs)
+    except KeyError as e:  # xmanager's own error names the unknown resource type
+      valid = ', '.join(t.name.lower() for t in xm.ResourceType
+                        if t.name not in ('CPU', 'MEMORY', 'EPHEMERAL_STORAGE', 'LOCAL_GPU'))
+      raise ValueError(f'config.resources accelerator {spec["accelerator"]!r} of {label!r} is not '
+                       f'an accelerator xmanager knows; valid: {valid}.') from e
+    group_requirements = (gpu_requirements or requirements) if spec.get('accelerator') else requirements
+    resources[label] = lp.DockerConfig(code_directory, group_requirements,
+                                       hw_requirements=hw_requirements)
   return resources

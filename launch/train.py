@@ -1,32 +1,16 @@
 """Launches distributed S3TA/IMPALA training from the command line.
 
-Local (one machine, every node its own process):
-
   python -m launch.train --config=experiments/smoke.py --workdir=/tmp/s3ta_smoke
-  python -m launch.train --config=experiments/atari_expert.py:cpu --workdir=DIR \
-      --config.env.game=Breakout --config.num_actors=4
-
-Cluster (Vertex AI through XManager, Launchpad 0.5.2's cluster launch type; needs
-`pip install xmanager`, Docker and a GCP project — see README):
-
   python -m launch.train --config=experiments/atari_expert.py --workdir=gs://BUCKET/run \
-      --launch_type=vertex_ai
+      --launch_type=vertex_ai [--dry_run]
 
-A local run lives in a private network namespace with only a loopback interface
-(`--network=isolated`, the default; launch/isolation.py), so no other machine can
-reach its Reverb and courier ports.
-
-Per-node resources come from `config.resources` (actors CPU-only, learner with
-an accelerator). The config is validated before anything starts; a bad value
-prints one error line and exits with status 2. While a local run goes, a
-progress line is printed every `--progress_period_s`; at exit a summary. Exit
-status: 0 when the learner reached its stop condition, 1 when a node failed,
-130 on Ctrl-C.
-
-Workdir layout: checkpoints/ (learner, atomic; a rerun resumes from the
-latest), metrics.jsonl + tensorboard/ (every node), logs/ (each node's stdout
-and stderr, LAUNCHPAD_LOGGING_DIR), reverb/ (Reverb checkpointer), tmp/
-(Launchpad's job files, TMPDIR of every node).
+A local run (`local_mp`: every node its own process, in a loopback-only network
+namespace, launch/isolation.py) validates the config and workdir first (one error
+line, exit 2), prints a progress line every `--progress_period_s` and a summary at
+exit; exit 0 when the learner reached its stop condition, 1 when a node failed, 130
+on Ctrl-C, 143 on SIGTERM. A Vertex AI run (launch/cluster.py) needs a remote
+workdir; `--dry_run` prints the job instead of submitting it. Workdir layout and
+flags: launch/README.md.
 """
 
 import os
@@ -43,6 +27,7 @@ from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
 import psutil  # pylint: disable=g-import-not-at-top
 
 from launch import cli  # pylint: disable=g-import-not-at-top
+from launch import cluster  # pylint: disable=g-import-not-at-top
 from launch import config_checks  # pylint: disable=g-import-not-at-top
 from launch import isolation  # pylint: disable=g-import-not-at-top  (defines --network)
 from launch import monitor as monitor_lib  # pylint: disable=g-import-not-at-top
@@ -57,6 +42,9 @@ _CONFIG = config_flags.DEFINE_config_file(
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, metrics and logs.')
 _LAUNCH_TYPE = flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'vertex_ai'],
                                  'local_mp: every node a local process; vertex_ai: cluster.')
+_DRY_RUN = flags.DEFINE_bool(
+    'dry_run', False, 'vertex_ai: build the whole job (images, per-node resources, command '
+    'lines) and print it without submitting.')
 _TERMINAL = flags.DEFINE_string(
     'terminal', 'output_to_files',
     "local_mp: where node output goes ('output_to_files' into <workdir>/logs, or "
@@ -212,16 +200,25 @@ def run_local(config, workdir: str) -> int:
   return 0
 
 
-def run_vertex_ai(config, workdir: str) -> int:
-  import launchpad as lp  # pylint: disable=g-import-not-at-top
-  from launch import program as program_lib  # pylint: disable=g-import-not-at-top
+def run_vertex_ai(config, workdir: str, dry_run: bool) -> int:
+  """Submits the program to Vertex AI, or (dry run) prints the job it would submit."""
+  from launch import program as program_lib  # pylint: disable=g-import-not-at-top  (see above)
   try:
-    resources = program_lib.xm_resources(config, REPO_ROOT,
-                                         os.path.join(REPO_ROOT, 'requirements.txt'))
-  except ImportError as e:
+    cluster.check_workdir(workdir)
+    if not dry_run:  # a dry run writes nothing, not even a probe file
+      cli.check_workdir(workdir, config.network.to_dict())
+  except ValueError as e:
+    _error(str(e))
+  code = cluster.stage_code(REPO_ROOT, cluster.staging_directory())
+  try:
+    resources = program_lib.xm_resources(config, code, os.path.join(code, 'requirements.txt'),
+                                         os.path.join(code, 'requirements-gpu.txt'))
+  except (ImportError, ValueError) as e:
     _error(str(e))
   program = program_lib.make_program(config, workdir, local=False)
-  lp.launch(program, launch_type='vertex_ai', xm_resources=resources)
+  description = cluster.launch(program, resources, dry_run=dry_run)
+  if description:
+    print(description, flush=True)
   return 0
 
 
@@ -238,9 +235,12 @@ def main(argv):
   except ValueError as e:
     _error(f'invalid config: {e}')
   if _LAUNCH_TYPE.value == 'vertex_ai':
-    sys.exit(run_vertex_ai(config, _WORKDIR.value))
-  workdir = os.path.abspath(_WORKDIR.value)
+    sys.exit(run_vertex_ai(config, _WORKDIR.value, _DRY_RUN.value))
+  if _DRY_RUN.value:
+    _error('--dry_run applies to --launch_type=vertex_ai only.')
   try:
+    cli.require_local_workdir(_WORKDIR.value, 'launch.train --launch_type=local_mp')
+    workdir = os.path.abspath(_WORKDIR.value)
     cli.check_workdir(workdir, config.network.to_dict())
   except ValueError as e:
     _error(str(e))

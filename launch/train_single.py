@@ -478,7 +478,7 @@ def _stop_on_signals(stop: threading.Event) -> list:
 
 
 def main(argv) -> None:
-  from absl import flags  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top  (flags exist only when run as a script)
   if len(argv) > 1:
     _exit_error(f'unexpected arguments {argv[1:]}.')
   config = flags.FLAGS.config
@@ -492,6 +492,7 @@ def main(argv) -> None:
   except ValueError as e:
     _exit_error(f'invalid config: {e}')
   try:
+    cli.require_local_workdir(workdir, 'launch.train_single')
     cli.check_workdir(os.path.abspath(workdir), config.network.to_dict())
   except ValueError as e:
     _exit_error(str(e))
@@ -522,6 +523,8 @@ def _exit_error(message: str) -> None:
 
 
 if __name__ == '__main__':
+  # Flags are defined only when run as a script, so that importing `train` (tests, benchmarks)
+  # does not claim --config/--workdir in the importer's flag namespace.
   from absl import app, flags  # pylint: disable=g-import-not-at-top
   from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
   config_flags.DEFINE_config_file('config', None,

@@ -79,7 +79,7 @@ def test_crash_mid_write_leaves_nothing_latest_returns(tmp_path, monkeypatch):
       f.write(data[:len(data) // 2])  # half a file, then the process "dies"
     raise KeyboardInterrupt
 
-  monkeypatch.setattr(checkpoint, '_write_file', crash)
+  monkeypatch.setattr(checkpoint.storage, 'write_bytes', crash)
   with pytest.raises(KeyboardInterrupt):
     checkpoint.save(str(tmp_path), 2, state)
   monkeypatch.undo()

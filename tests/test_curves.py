@@ -90,7 +90,7 @@ def test_smoothed_return_is_the_mean_of_the_last_n_episodes_across_windows():
 
 
 def test_x_mapping_interpolates_learner_counters_over_time_and_versions(workdirs):
-  records = curves.load_records(os.path.join(workdirs[0], 'metrics.jsonl'))
+  records = curves.load_records(workdirs[0])
   assert len(records) == len(PLAIN) - 2  # 'not json', '[1, 2]' and the partial last line skipped
   track = curves.learner_track(records)
   frames, seconds = curves.x_at_times(track, [999, 1005, 1010, 1015, 1028, 1030, 5000])

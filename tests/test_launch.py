@@ -120,14 +120,49 @@ def test_cluster_program_and_resources_are_valid():
   config.resources.learner_accelerator = ''
   assert program_lib.inference_mode(config, local=False) == 'actor'
   assert 'inference' not in program_lib.resource_spec(config)
-  try:
-    import xmanager  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  except ImportError:
-    with pytest.raises(ImportError, match='xmanager'):
-      program_lib.xm_resources(config, REPO, os.path.join(REPO, 'requirements.txt'))
-  else:
-    resources = program_lib.xm_resources(config, REPO, os.path.join(REPO, 'requirements.txt'))
-    assert set(resources) == set(groups)
+  resources = program_lib.xm_resources(config, REPO, os.path.join(REPO, 'requirements.txt'))
+  assert set(resources) == set(groups)
+
+
+def _dry_run(workdir, *args):
+  return _cli('launch.train', 'experiments/atari_expert.py', workdir, '--launch_type=vertex_ai',
+              '--dry_run', *args)
+
+
+def test_vertex_ai_dry_run_prints_the_whole_job_and_submits_nothing():
+  result = _dry_run('gs://s3ta-test-bucket/run', '--config.num_actors=3')
+  assert result.returncode == 0, result.stderr[-2000:]
+  out = result.stdout
+  assert 'dry run: nothing was built or submitted' in out
+  # Launchpad's grouping: replay, learner (A100), central inference (A100), then the CPU
+  # workers (3 actors + the evaluator share one pool: same image and resources).
+  pools = [line for line in out.splitlines() if line.startswith('worker pool ')]
+  assert len(pools) == 4, out
+  assert pools[0].endswith('1 replica(s), cpu 8, memory 32 GiB')
+  assert pools[1].endswith('1 replica(s), a100 1, cpu 8, memory 64 GiB')
+  assert pools[2].endswith('1 replica(s), a100 1, cpu 8, memory 32 GiB')
+  assert pools[3].endswith('4 replica(s), cpu 4, memory 8 GiB')
+  images = [line for line in out.splitlines() if line.strip().startswith('image: FROM python:3.10')]
+  assert len(images) == 4
+  assert ['jax[cuda12]' in line for line in images] == [False, True, True, False]
+  assert out.count('command: python -m process_entry --data_file=job.pkl') == 4
+  for mapping in ('replay-0 -> workerpool0-0', 'learner-0 -> workerpool1-0',
+                  'inference-0 -> workerpool2-0', 'actor-[0:3] -> workerpool3-[0:3]',
+                  'evaluator-0 -> workerpool3-3'):
+    assert mapping in out
+  assert 'launched successfully' not in out
+
+
+@pytest.mark.parametrize('workdir, override, message', [
+    ('/tmp/s3ta-local-run', None, "--workdir='/tmp/s3ta-local-run' is a local path; a Vertex AI run "
+     'needs storage that every node reaches'),
+    ('gs://b/r', '--config.resources.learner_accelerator=k80',
+     "config.resources accelerator 'k80' of 'learner' is not an accelerator xmanager knows; valid: "),
+])
+def test_vertex_ai_bad_workdir_or_accelerator_is_one_line_exit_2(workdir, override, message):
+  result = _dry_run(workdir, *([override] if override else []))
+  assert result.returncode == 2
+  assert _one_error(result).startswith(f'error: {message}')
 
 
 def _write_checkpoints(workdir):
@@ -181,3 +216,14 @@ def test_unwritable_workdir_and_bad_checkpoints_are_one_line_exit_2(tmp_path):
   assert "kind: checkpoint 'other' vs requested 's3ta'" in error
   assert _snapshot(directory) == {k: v for k, v in before.items() if '/ckpt_5/' not in k}
   assert not os.path.exists(workdir / 'logs') and not os.path.exists(workdir / 'metrics.jsonl')
+
+
+@pytest.mark.parametrize('module, config, launcher', [
+    ('launch.train', 'experiments/smoke.py', 'launch.train --launch_type=local_mp'),
+    ('launch.train_single', 'experiments/catch.py', 'launch.train_single'),
+])
+def test_local_launchers_refuse_a_remote_workdir_in_one_line(module, config, launcher):
+  result = _cli(module, config, 'gs://s3ta-test-bucket/run')
+  assert _one_error(result).startswith(
+      f"error: {launcher} runs on this machine and needs a local --workdir, got "
+      "'gs://s3ta-test-bucket/run'")

@@ -25,7 +25,9 @@ from typing import Iterable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-JSONL_FILE = 'metrics.jsonl'  # as s3ta.utils.metrics.JSONL_FILE
+from s3ta.utils import storage
+from s3ta.utils.metrics import JSONL_CHUNKS_DIR, JSONL_FILE, read_jsonl_lines
+
 CSV_COLUMNS = ('run', 'series', 'frames', 'wall_minutes', 'return', 'episodes')
 MAX_PLOTTED_TRAIN_POINTS = 2000  # per run; the CSV keeps every point
 
@@ -41,22 +43,21 @@ def _number(value) -> Optional[float]:
   return float(value) if math.isfinite(value) else None
 
 
-def load_records(path: str) -> list:
-  """The JSON objects of a metrics.jsonl that have a numeric `time`, in file order.
+def load_records(workdir: str) -> list:
+  """The JSON objects of a workdir's metrics that have a numeric `time`, in time order.
 
   Lines that do not parse (a partial last line of a running run, interleaved writes) or
   are not objects with a time are skipped.
   """
   records = []
-  with open(path, 'rb') as f:
-    for line in f:
-      try:
-        record = json.loads(line.decode('utf-8', 'replace'))
-      except json.JSONDecodeError:
-        continue
-      if isinstance(record, dict) and _number(record.get('time')) is not None:
-        records.append(record)
-  return records
+  for line in read_jsonl_lines(workdir):
+    try:
+      record = json.loads(line.decode('utf-8', 'replace'))
+    except json.JSONDecodeError:
+      continue
+    if isinstance(record, dict) and _number(record.get('time')) is not None:
+      records.append(record)
+  return sorted(records, key=lambda record: record['time'])  # stable: file order on ties
 
 
 def _by_time(records: Iterable[dict]) -> list:
@@ -173,14 +174,14 @@ class Run:
 
 def load_run(workdir: str, label: str, smooth_episodes: int) -> Run:
   """Reads a workdir's metrics into curves; CurvesError naming it when it cannot."""
-  if not os.path.isdir(workdir):
+  if not storage.isdir(workdir):
     raise CurvesError(f'workdir {workdir!r} does not exist (expected a run directory with '
                       f'{JSONL_FILE}).')
-  path = os.path.join(workdir, JSONL_FILE)
-  if not os.path.isfile(path):
+  path = storage.join(workdir, JSONL_FILE)
+  if not (storage.isfile(path) or storage.isdir(storage.join(workdir, JSONL_CHUNKS_DIR))):
     raise CurvesError(f'workdir {workdir!r} has no {JSONL_FILE} (expected {path}, written by '
                       'launch/train.py or launch/train_single.py).')
-  records = load_records(path)
+  records = load_records(workdir)
   track = learner_track(records)
   if track is None:
     raise CurvesError(f'workdir {workdir!r} has no learner records in {JSONL_FILE} (label '
@@ -291,7 +292,7 @@ def _output_prefix(out: str) -> str:
 
 def _labels(workdirs: Sequence[str], labels: Optional[str]) -> list:
   if labels is None:
-    names = [os.path.basename(os.path.abspath(w)) for w in workdirs]
+    names = [storage.basename(storage.absolute(w)) for w in workdirs]
   else:
     names = labels.split(',')
     if len(names) != len(workdirs):

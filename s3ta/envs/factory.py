@@ -143,7 +143,7 @@ def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optiona
                                                         atari.MAX_EPISODE_FRAMES // atari.FRAME_SKIP)))
   else:
     if backend(env_config) == 'ale':
-      from s3ta.envs.ale import AleAtariEnv as env_class  # pylint: disable=g-import-not-at-top
+      from s3ta.envs.ale import AleAtariEnv as env_class  # pylint: disable=g-import-not-at-top  (lazy: ale-py optional)
     else:
       env_class = atari.AtariEnv
     env = env_class(

@@ -64,6 +64,7 @@ def lineage_text(member: dict, start_time: float) -> list:
 
 
 def plot(state: dict, events: list, fitness_lines: list, out: str) -> str:
+  # pyplot only after choosing the file-only Agg backend (no display on servers).
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top

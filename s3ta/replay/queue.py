@@ -64,14 +64,14 @@ def _is_spec_leaf(x) -> bool:
 
 def tf_signature(network, unroll_length: int):
   """The table signature (tf.TensorSpec nest) of `item_spec`."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (lazy, see the module docstring)
   return jax.tree_util.tree_map(lambda s: tf.TensorSpec(s[0], tf.as_dtype(s[1])),
                                 item_spec(network, unroll_length), is_leaf=_is_spec_leaf)
 
 
 def make_queue_table(size: int, signature=None, name: str = TABLE_NAME):
   """A FIFO table, each item sampled once, whose rate limiter blocks inserts when full."""
-  import reverb  # pylint: disable=g-import-not-at-top
+  import reverb  # pylint: disable=g-import-not-at-top  (lazy, see the module docstring)
   if size < 1:
     raise ValueError(f'queue size must be >= 1, got {size}.')
   return reverb.Table.queue(name=name, max_size=size, signature=signature)
@@ -124,7 +124,7 @@ class TrajectoryQueueWriter:
 
   def _wait(self, block_until: int) -> bool:
     """Flushes until at most `block_until` items are pending; False if stopped first."""
-    import reverb  # pylint: disable=g-import-not-at-top
+    import reverb  # pylint: disable=g-import-not-at-top  (lazy, see the module docstring)
     while True:
       try:
         self._writer.flush(block_until_num_items=block_until, timeout_ms=self._timeout_ms)
@@ -169,7 +169,7 @@ def make_dataset(server_address: str, batch_size: int, *, max_in_flight_samples:
   `BatchSampler`'s thread already fetches the next batch while the learner steps, and
   a second buffer would only pull batches earlier (more policy lag).
   """
-  import reverb  # pylint: disable=g-import-not-at-top
+  import reverb  # pylint: disable=g-import-not-at-top  (lazy, see the module docstring)
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address, table,
       max_in_flight_samples_per_worker=max_in_flight_samples or 2 * batch_size,

@@ -9,11 +9,13 @@ holds
 - `metadata.json`: step, wall time, counters (frames, episodes, ...), the
   experiment config, the network config, and the path/shape/dtype of every leaf.
 
-Writes are atomic: everything goes into a hidden temp directory that is fsynced
-and then renamed to `ckpt_<step>`, and old checkpoints are renamed away before
-they are deleted; so a crash at any point leaves only complete `ckpt_<step>`
-directories (plus `.tmp-*` / `.trash-*` leftovers that nothing reads and that
-are safe to delete). `restore` checks the network config and every leaf path,
+Writes are atomic. On local disk everything goes into a hidden temp directory
+that is fsynced and then renamed to `ckpt_<step>`, and old checkpoints are renamed
+away before they are deleted. On a remote filesystem (`gs://`, `s3ta/utils/storage.py`),
+which has no atomic rename, `metadata.json` is the commit marker: it is written after
+`state.msgpack` and deleted first, and a directory without it is not a checkpoint. So a
+crash at any point leaves only complete checkpoints (plus leftovers that nothing reads
+and that are safe to delete). `restore` checks the network config and every leaf path,
 shape and dtype against a template state before loading, so a checkpoint from
 a different network fails with a message naming what differs.
 """
@@ -30,6 +32,8 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import numpy as np
 from flax import serialization
+
+from s3ta.utils import storage
 
 PREFIX = 'ckpt_'
 STATE_FILE = 'state.msgpack'
@@ -54,7 +58,7 @@ class Checkpoint(NamedTuple):
 
 def checkpoint_dir(workdir: str) -> str:
   """Where a run keeps its checkpoints: `<workdir>/checkpoints`."""
-  return os.path.join(workdir, 'checkpoints')
+  return storage.join(workdir, 'checkpoints')
 
 
 def to_json(value: Any, what: str = 'value') -> Any:
@@ -91,13 +95,6 @@ def _shape_dtype(leaf) -> tuple[tuple[int, ...], str]:
   return array.shape, array.dtype.name
 
 
-def _write_file(path: str, data: bytes) -> None:
-  with open(path, 'wb') as f:
-    f.write(data)
-    f.flush()
-    os.fsync(f.fileno())
-
-
 def _fsync_dir(path: str) -> None:
   fd = os.open(path, os.O_RDONLY)
   try:
@@ -107,7 +104,13 @@ def _fsync_dir(path: str) -> None:
 
 
 def _remove_dir(directory: str, path: str) -> None:
-  """Renames `path` to a hidden name first, so a crash mid-delete never leaves a partial ckpt."""
+  """Deletes checkpoint `path` so that a crash mid-delete never leaves a partial one that looks
+  complete: locally it is renamed to a hidden name first; remotely its commit marker goes first."""
+  if storage.is_remote(path):
+    if storage.exists(storage.join(path, METADATA_FILE)):
+      storage.remove(storage.join(path, METADATA_FILE))
+    storage.rmtree(path)
+    return
   trash = os.path.join(directory, f'.trash-{os.path.basename(path)}-{uuid.uuid4().hex}')
   os.rename(path, trash)
   shutil.rmtree(trash, ignore_errors=True)
@@ -115,13 +118,13 @@ def _remove_dir(directory: str, path: str) -> None:
 
 def list_checkpoints(directory: str) -> list[tuple[int, str]]:
   """Complete checkpoints in `directory` as (step, path), oldest first."""
-  if not os.path.isdir(directory):
+  if not storage.isdir(directory):
     return []
   found = []
-  for name in os.listdir(directory):
+  for name in storage.listdir(directory):
     match = _CKPT_RE.match(name)
-    path = os.path.join(directory, name)
-    if match and all(os.path.isfile(os.path.join(path, f)) for f in (STATE_FILE, METADATA_FILE)):
+    path = storage.join(directory, name)
+    if match and all(storage.isfile(storage.join(path, f)) for f in (STATE_FILE, METADATA_FILE)):
       found.append((int(match.group(1)), path))
   return sorted(found)
 
@@ -164,13 +167,26 @@ def save(directory: str, step: int, state: Any, *, counters: Optional[dict] = No
       'network_config': to_json(network_config, 'network_config'),
       'leaves': {path: [list(a.shape), a.dtype.name] for path, a in arrays.items()},
   }
-  os.makedirs(directory, exist_ok=True)
-  final = os.path.join(directory, f'{PREFIX}{step}')
-  tmp = os.path.join(directory, f'.tmp-{PREFIX}{step}-{os.getpid()}-{uuid.uuid4().hex}')
+  storage.makedirs(directory)
+  final = storage.join(directory, f'{PREFIX}{step}')
+  state_bytes = serialization.msgpack_serialize(arrays)
+  metadata_bytes = json.dumps(metadata, indent=1).encode()
+  if storage.is_remote(directory):
+    _commit_remote(directory, final, state_bytes, metadata_bytes)
+  else:
+    _commit_local(directory, final, state_bytes, metadata_bytes)
+  for _, old in list_checkpoints(directory)[:-keep]:
+    _remove_dir(directory, old)
+  return final
+
+
+def _commit_local(directory: str, final: str, state_bytes: bytes, metadata_bytes: bytes) -> None:
+  """Writes into a hidden temp directory, fsyncs it and renames it to `final`."""
+  tmp = os.path.join(directory, f'.tmp-{os.path.basename(final)}-{os.getpid()}-{uuid.uuid4().hex}')
   os.mkdir(tmp)
   try:
-    _write_file(os.path.join(tmp, STATE_FILE), serialization.msgpack_serialize(arrays))
-    _write_file(os.path.join(tmp, METADATA_FILE), json.dumps(metadata, indent=1).encode())
+    storage.write_bytes(os.path.join(tmp, STATE_FILE), state_bytes)
+    storage.write_bytes(os.path.join(tmp, METADATA_FILE), metadata_bytes)
     _fsync_dir(tmp)
     if os.path.exists(final):
       _remove_dir(directory, final)
@@ -179,9 +195,15 @@ def save(directory: str, step: int, state: Any, *, counters: Optional[dict] = No
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
-  for _, old in list_checkpoints(directory)[:-keep]:
-    _remove_dir(directory, old)
-  return final
+
+
+def _commit_remote(directory: str, final: str, state_bytes: bytes, metadata_bytes: bytes) -> None:
+  """Writes `final` in place, the state first and the metadata (the commit marker) last."""
+  if storage.exists(final):
+    _remove_dir(directory, final)
+  storage.makedirs(final)
+  storage.write_bytes(storage.join(final, STATE_FILE), state_bytes)
+  storage.write_bytes(storage.join(final, METADATA_FILE), metadata_bytes)
 
 
 # Network fields that change how a step is computed, not what the parameters are.
@@ -224,7 +246,7 @@ def _load_checked(path: str) -> tuple[str, dict, dict]:
   is not this version's, it does not decode (a truncated or garbled file), or its arrays
   disagree with its metadata.
   """
-  if not os.path.isfile(os.path.join(path, METADATA_FILE)):
+  if not storage.isfile(storage.join(path, METADATA_FILE)):
     latest = latest_checkpoint(path)
     if latest is None:
       raise ValueError(f'No checkpoint at {path!r}: neither a {PREFIX}<step> directory nor a '
@@ -232,10 +254,8 @@ def _load_checked(path: str) -> tuple[str, dict, dict]:
     path = latest
   remedy = 'move it out of the checkpoints directory to resume from the one before it'
   try:
-    with open(os.path.join(path, METADATA_FILE)) as f:
-      metadata = json.load(f)
-    with open(os.path.join(path, STATE_FILE), 'rb') as f:
-      arrays = serialization.msgpack_restore(f.read())
+    metadata = json.loads(storage.read_bytes(storage.join(path, METADATA_FILE)))
+    arrays = serialization.msgpack_restore(storage.read_bytes(storage.join(path, STATE_FILE)))
     leaves = metadata['leaves']
   except Exception as e:  # pylint: disable=broad-except  (msgpack raises several types)
     reason = (str(e).strip().splitlines() or [''])[0]

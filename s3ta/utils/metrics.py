@@ -4,26 +4,35 @@
 `<workdir>/metrics.jsonl` (shared by every writer of the run; the `label` field
 tells learner, actor and evaluator lines apart), and optionally writes TensorBoard
 scalars to `<workdir>/tensorboard/<label>/` and rows to `<workdir>/metrics_<label>.csv`.
-TensorFlow is imported only when TensorBoard output is on, so the pure-JAX core
-stays importable without TF (import `s3ta` before TF, as everywhere).
+On remote storage (`gs://`) the JSONL lines go into per-writer chunk objects under
+`<workdir>/metrics_chunks/` instead (`read_jsonl_lines` reads both forms). TensorFlow
+is imported only when TensorBoard output is on, so the pure-JAX core stays importable
+without TF (import `s3ta` before TF, as everywhere).
 
 `ProgressPrinter` prints at most one `format_progress` line every `interval_s`
 seconds, with rates computed between consecutive printed lines.
 """
 
+import atexit
 import csv
 import json
 import logging
 import math
 import numbers
-import os
 import sys
 import time
+import uuid
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
+from s3ta.utils import storage
+
 JSONL_FILE = 'metrics.jsonl'
+# On remote storage each writer adds immutable chunks here instead of appending to
+# JSONL_FILE: object stores cannot append, and concurrent rewrites would lose lines.
+JSONL_CHUNKS_DIR = 'metrics_chunks'
+REMOTE_FLUSH_S = 60.0  # seconds between chunks of one remote writer
 _RESERVED = ('time', 'label', 'step', 'frames')  # fields every JSONL record has
 _LABEL_CHARS = set('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.')
 
@@ -36,6 +45,48 @@ def _scalar(key: str, value: Any) -> float:
     raise ValueError(f'Metric {key!r} must be a real scalar, got {array.dtype} of shape '
                      f'{array.shape}.')
   return float(array)
+
+
+class _ChunkedJsonl:
+  """A JSONL 'append' on object storage: lines are buffered and written as a new object
+  `<directory>/<label>-<token>-<n>.jsonl` at most every `period_s` (and at close/exit)."""
+
+  def __init__(self, directory: str, label: str, period_s: float = REMOTE_FLUSH_S,
+               clock: Callable[[], float] = time.monotonic):
+    self._directory, self._period_s, self._clock = directory, period_s, clock
+    self._prefix = f'{label}-{uuid.uuid4().hex[:12]}'
+    self._lines: list[str] = []
+    self._count = 0
+    self._last = clock()
+    storage.makedirs(directory)
+    atexit.register(self.close)  # the last lines of a process that exits normally
+
+  def write(self, text: str) -> None:
+    self._lines.append(text)
+
+  def flush(self, force: bool = False) -> None:
+    if not self._lines or (not force and self._clock() - self._last < self._period_s):
+      return
+    path = storage.join(self._directory, f'{self._prefix}-{self._count:06d}.jsonl')
+    storage.write_bytes(path, ''.join(self._lines).encode('utf-8'))
+    self._lines, self._count, self._last = [], self._count + 1, self._clock()
+
+  def close(self) -> None:
+    self.flush(force=True)
+
+
+def read_jsonl_lines(workdir: str) -> list[bytes]:
+  """The raw lines of a workdir's metrics: `metrics.jsonl` (local runs) and, on remote
+  storage, every chunk of `metrics_chunks/` (chunk after chunk, each in write order)."""
+  lines = []
+  path = storage.join(workdir, JSONL_FILE)
+  if storage.isfile(path):
+    lines.extend(storage.read_bytes(path).splitlines())
+  chunks = storage.join(workdir, JSONL_CHUNKS_DIR)
+  if storage.isdir(chunks):
+    for name in sorted(storage.listdir(chunks)):
+      lines.extend(storage.read_bytes(storage.join(chunks, name)).splitlines())
+  return lines
 
 
 class MetricsWriter:
@@ -54,11 +105,16 @@ class MetricsWriter:
     """
     if not label or not set(label) <= _LABEL_CHARS:
       raise ValueError(f'label must be non-empty letters, digits or "_-.", got {label!r}.')
-    os.makedirs(workdir, exist_ok=True)
+    storage.makedirs(workdir)
     self.label = label
     self._clock = clock
-    self._jsonl = open(os.path.join(workdir, JSONL_FILE), 'a', encoding='utf-8')
-    self._csv_path = os.path.join(workdir, f'metrics_{label}.csv') if csv_file else None
+    if storage.is_remote(workdir):
+      if csv_file:
+        raise ValueError(f'CSV metrics are written to local workdirs only, not {workdir!r}.')
+      self._jsonl = _ChunkedJsonl(storage.join(workdir, JSONL_CHUNKS_DIR), label)
+    else:
+      self._jsonl = storage.open_file(storage.join(workdir, JSONL_FILE), 'a')
+    self._csv_path = storage.join(workdir, f'metrics_{label}.csv') if csv_file else None
     self._csv_file = self._csv_writer = None
     self._csv_dropped: set[str] = set()
     self._tb = None
@@ -69,7 +125,7 @@ class MetricsWriter:
         raise ImportError('TensorBoard output needs TensorFlow; pass tensorboard=False '
                           'where it is not installed.') from e
       self._tf = tf
-      self._tb = tf.summary.create_file_writer(os.path.join(workdir, 'tensorboard', label))
+      self._tb = tf.summary.create_file_writer(storage.join(workdir, 'tensorboard', label))
 
   def write(self, step: int, values: Mapping[str, Any], *, frames: Optional[int] = None) -> None:
     """Records scalar `values` at `step` (the TensorBoard x-axis), with `frames` if known.
@@ -97,13 +153,13 @@ class MetricsWriter:
 
   def _write_csv(self, row: dict) -> None:
     if self._csv_writer is None:
-      exists = os.path.exists(self._csv_path) and os.path.getsize(self._csv_path) > 0
-      if exists:
-        with open(self._csv_path, newline='', encoding='utf-8') as f:
-          fields = next(csv.reader(f))
-      else:
-        fields = list(row)
-      self._csv_file = open(self._csv_path, 'a', newline='', encoding='utf-8')
+      header = ''
+      if storage.exists(self._csv_path):
+        with storage.open_file(self._csv_path) as f:
+          header = f.readline()
+      exists = bool(header.strip())
+      fields = next(csv.reader([header])) if exists else list(row)
+      self._csv_file = storage.open_file(self._csv_path, 'a')
       self._csv_writer = csv.DictWriter(self._csv_file, fields, extrasaction='ignore')
       if not exists:
         self._csv_writer.writeheader()
