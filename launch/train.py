@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Optional
 
 import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
 
@@ -110,15 +111,7 @@ def run_local(config, workdir: str) -> int:
   mode = program_lib.inference_mode(config)
   monitor = monitor_lib.RunMonitor(workdir, config.queue_size, inference_mode=mode)
   program = program_lib.make_program(config, workdir)
-  how = ('in the actors' if mode == 'actor' else 'central in the learner process'
-         if config.inference.colocated else f'central on {config.inference.num_nodes} node(s)')
-  if config.inference.mode == 'auto':
-    how += (' (auto: the learner host has an accelerator)' if mode == 'central' else
-            ' (auto: no accelerator)')
-  print(f'[launch] {config.num_actors} actors x {config.env.num_envs} {config.env.game} envs, '
-        f'unroll {config.unroll_length}, batch {config.batch_size}, queue {config.queue_size}; '
-        f'inference {how}; '
-        f'node logs in {os.path.join(workdir, "logs")}', flush=True)
+  print(_launch_line(config, mode, workdir), flush=True)
   manager = lp.launch(program, launch_type='local_mp',
                       local_resources=program_lib.local_resources(config),
                       terminal=_TERMINAL.value)
@@ -170,6 +163,24 @@ def run_local(config, workdir: str) -> int:
   checkpoint = checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(workdir))
   print(monitor_lib.format_summary(monitor, wall, checkpoint), flush=True)
 
+  _kill_leftovers(workdir)
+  return _exit_code(workdir, monitor, interrupted=bool(interrupted), terminated=bool(terminated),
+                    failure=failure[0] if failure else None)
+
+
+def _launch_line(config, mode: str, workdir: str) -> str:
+  """What is launched, where inference runs and why, and where the node logs go."""
+  how = ('in the actors' if mode == 'actor' else 'central in the learner process'
+         if config.inference.colocated else f'central on {config.inference.num_nodes} node(s)')
+  if config.inference.mode == 'auto':
+    how += (' (auto: the learner host has an accelerator)' if mode == 'central' else
+            ' (auto: no accelerator)')
+  return (f'[launch] {config.num_actors} actors x {config.env.num_envs} {config.env.game} envs, '
+          f'unroll {config.unroll_length}, batch {config.batch_size}, queue {config.queue_size}; '
+          f'inference {how}; node logs in {os.path.join(workdir, "logs")}')
+
+
+def _kill_leftovers(workdir: str) -> None:
   leftovers = _leftover_processes(os.getpid(), workdir)
   for p in leftovers:  # only our own children / this run's nodes
     try:
@@ -178,6 +189,13 @@ def run_local(config, workdir: str) -> int:
       pass
   if leftovers:
     print(f'[launch] killed {len(leftovers)} leftover process(es).', flush=True)
+
+
+def _exit_code(workdir: str, monitor, *, interrupted: bool, terminated: bool,
+               failure: Optional[BaseException]) -> int:
+  """130 after Ctrl-C, 143 after an outside SIGTERM, 1 when a node failed or the learner did not
+  finish cleanly, else 0; with one line saying which."""
+  logs = os.path.join(workdir, 'logs')
   if interrupted:
     print('[launch] interrupted by the user.', flush=True)
     return 130
@@ -185,17 +203,16 @@ def run_local(config, workdir: str) -> int:
     # (Launchpad also signals the launcher when the learner ends the program itself.)
     print('[launch] terminated (SIGTERM); every node stopped, the learner saved first.', flush=True)
     return 143
-  if failure:
-    print(f'[launch] a node failed: {failure[0]}; see {os.path.join(workdir, "logs")}.',
-          file=sys.stderr, flush=True)
+  if failure is not None:
+    print(f'[launch] a node failed: {failure}; see {logs}.', file=sys.stderr, flush=True)
     return 1
   if monitor.final_learner_record() is None:
-    print('[launch] the learner did not finish cleanly; see its log in '
-          f'{os.path.join(workdir, "logs")}.', file=sys.stderr, flush=True)
+    print(f'[launch] the learner did not finish cleanly; see its log in {logs}.',
+          file=sys.stderr, flush=True)
     return 1
   if monitor.stop_reason() == 'non-finite':
-    print(f'[launch] the learner halted on non-finite updates; see its log in '
-          f'{os.path.join(workdir, "logs")}.', file=sys.stderr, flush=True)
+    print(f'[launch] the learner halted on non-finite updates; see its log in {logs}.',
+          file=sys.stderr, flush=True)
     return 1
   return 0
 

@@ -312,21 +312,13 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
   checkpointer = checkpoint_lib.Checkpointer(
       workdir, interval_s=60.0 * config.checkpoint_minutes or 1e18, config=config,
       network_config=config.network.to_dict())
-  restored = checkpointer.restore_latest(state)
-  counters = Counters()
-  if restored is not None:
-    state, counters = restored.state, Counters.from_checkpoint(restored.counters)
-    log(f'[train_single] resumed from {restored.path}: {counters.as_dict()}')
+  state, counters = _resume(checkpointer, state, log)
   state = jax.device_put(state, device)
   # A resumed run samples new actions, not those of its first run.
   actor_key = jax.random.fold_in(actor_key, counters.learner_steps)
-
   num_envs = settings.total_envs(config)
   sizes = group_sizes(num_envs, settings.env_groups)
-  envs = [factory.make_env(config.env, n, seed=actor_env_seed(config.seed, g, n))
-          for g, n in enumerate(sizes)]
-  actor = DeviceActor(envs, network, unroll_length=config.unroll_length, rng_key=actor_key,
-                      device=device)
+  actor = _make_actor(config, sizes, network, actor_key, device)
   frames_per_step = factory.frames_per_step(config.env)
   tensorboard = _tensorboard_available(log)
   published = Published(counters.param_version, counters.learner_frames, state.params,
@@ -343,7 +335,6 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
   eval_stop = threading.Event()  # set when training stops; cleared for the final evaluation
   evaluator = _make_evaluator(config, workdir, network, published, eval_key, eval_stop,
                               tensorboard, seed=actor_env_seed(config.seed, len(sizes), num_envs))
-  log_actor = metrics_lib.record_logger(workdir, 'actor_0', 'env_steps', 'frames')
   log(f'[train_single] {settings.algorithm}, {config.network.kind} network ({parameter_count(state.params):,} '
       f'parameters) on {device.platform}:{device.id}; {num_envs} envs in {len(sizes)} groups, '
       f'observation {observation_shape}, unroll {config.unroll_length}, batch {config.batch_size}, '
@@ -352,39 +343,25 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
 
   monitor = monitor_lib.RunMonitor(workdir, queue_size=1)
   printer = metrics_lib.ProgressPrinter(settings.progress_period_s, print_fn=log)
-  start = time.time()
+  actor_log = _ActorLog(workdir, config.log_period_s, frames_per_step)
+
+  def show_progress():
+    monitor.poll()
+    printer.update(**monitor.progress_kwargs())
+
   learner.start()
   if evaluator is not None:
     evaluator_thread = threading.Thread(target=evaluator.run, name='evaluator', daemon=True)
     evaluator_thread.start()
-  window, last_log, steps_at_log = [], time.time(), 0
   version, completed = counters.param_version, False
   try:
-    unroll = 0
-    while not stop.is_set():
-      acted = published.wait_for(max(unroll - 1 - settings.policy_lag, -1), stop.is_set)
-      if acted is None:
-        break
-      version, _, params = acted
-      trajectory = actor.collect(params)
-      learner.unrolls.put((unroll, trajectory, version))
-      unroll += 1
-      window += actor.finished
-      if on_episodes is not None:
-        on_episodes(actor.env_steps, actor.finished)
-      now = time.time()
-      if now - last_log >= config.log_period_s:
-        _log_actor(log_actor, actor, window, version, now - last_log,
-                   actor.env_steps - steps_at_log, now - start, frames_per_step)
-        window, last_log, steps_at_log = [], now, actor.env_steps
-      monitor.poll()
-      printer.update(**monitor.progress_kwargs())
+    version = _act(actor, learner, published, settings.policy_lag, stop, on_episodes, actor_log,
+                   show_progress)
     completed = True
   finally:
     stop.set()
     learner.join()  # the learner saves a final checkpoint
-    _log_actor(log_actor, actor, window, version, max(time.time() - last_log, 1e-6),
-               actor.env_steps - steps_at_log, time.time() - start, frames_per_step, final=True)
+    actor_log.write(actor, version, final=True)
     actor.close()
     if evaluator is not None:
       eval_stop.set()
@@ -393,7 +370,7 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
         # One last evaluation of the final parameters (not when asked to stop: exit promptly).
         eval_stop.clear()
         evaluator.evaluate_once()
-    seconds = time.time() - start
+    seconds = actor_log.elapsed()
     monitor.poll()
     log(monitor_lib.format_summary(monitor, seconds,
                                    checkpoint_lib.latest_checkpoint(checkpointer.directory)))
@@ -404,16 +381,82 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
                      evaluator.results if evaluator is not None else [])
 
 
-def _log_actor(log_actor, actor, window, version, span, steps, elapsed, frames_per_step, **extra):
-  timers = dict(actor.timers)
-  actor.timers = dict.fromkeys(timers, 0.0)
-  log_actor(dict(
-      actor_id=0, env_steps=actor.env_steps, frames=actor.env_steps * frames_per_step,
-      episodes=actor.episodes, window_episodes=len(window),
-      window_return_mean=float(np.mean(window)) if window else None,
-      frames_per_s=steps * frames_per_step / span, param_version=version, pid=os.getpid(),
-      elapsed_s=elapsed, **{f'timer/{k}': v for k, v in timers.items()},
-      **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra))
+def _resume(checkpointer, state, log) -> tuple:
+  """(state, counters) of the latest checkpoint if there is one, else `state` and zero counters."""
+  restored = checkpointer.restore_latest(state)
+  if restored is None:
+    return state, Counters()
+  counters = Counters.from_checkpoint(restored.counters)
+  log(f'[train_single] resumed from {restored.path}: {counters.as_dict()}')
+  return restored.state, counters
+
+
+def _make_actor(config, sizes: list, network, rng_key, device) -> DeviceActor:
+  """The device actor over one environment batch per group (`sizes` environments each)."""
+  envs = [factory.make_env(config.env, n, seed=actor_env_seed(config.seed, g, n))
+          for g, n in enumerate(sizes)]
+  return DeviceActor(envs, network, unroll_length=config.unroll_length, rng_key=rng_key,
+                     device=device)
+
+
+def _act(actor: DeviceActor, learner: 'LearnerThread', published: Published, policy_lag: int,
+         stop: threading.Event, on_episodes: Optional[Callable[[int, list], None]],
+         actor_log: '_ActorLog', show_progress: Callable[[], None]) -> int:
+  """Collects unrolls until `stop`, each with the parameters `policy_lag` unrolls behind the
+  learner's queue, and hands them to the learner; returns the version that acted last."""
+  unroll, version = 0, published.latest()[0]
+  while not stop.is_set():
+    acted = published.wait_for(max(unroll - 1 - policy_lag, -1), stop.is_set)
+    if acted is None:
+      break
+    version, _, params = acted
+    trajectory = actor.collect(params)
+    learner.unrolls.put((unroll, trajectory, version))
+    unroll += 1
+    actor_log.add_episodes(actor.finished)
+    if on_episodes is not None:
+      on_episodes(actor.env_steps, actor.finished)
+    actor_log.maybe_write(actor, version)
+    show_progress()
+  return version
+
+
+class _ActorLog:
+  """The actor's metrics record (label `actor_0`) every `period_s`: the returns of the episodes
+  since the last record, frames/s and the share of time in each acting phase."""
+
+  def __init__(self, workdir: str, period_s: float, frames_per_step: int):
+    self._log = metrics_lib.record_logger(workdir, 'actor_0', 'env_steps', 'frames')
+    self._period_s, self._frames_per_step = period_s, frames_per_step
+    self._start = self._last = time.time()
+    self._window: list = []
+    self._steps_at_last = 0
+
+  def elapsed(self) -> float:
+    return time.time() - self._start
+
+  def add_episodes(self, returns: list) -> None:
+    self._window += returns
+
+  def maybe_write(self, actor: DeviceActor, version: int) -> None:
+    if time.time() - self._last >= self._period_s:
+      self.write(actor, version)
+
+  def write(self, actor: DeviceActor, version: int, **extra) -> None:
+    now = time.time()
+    span = max(now - self._last, 1e-6)
+    timers = dict(actor.timers)
+    actor.timers = dict.fromkeys(timers, 0.0)
+    window = self._window
+    self._log(dict(
+        actor_id=0, env_steps=actor.env_steps, frames=actor.env_steps * self._frames_per_step,
+        episodes=actor.episodes, window_episodes=len(window),
+        window_return_mean=float(np.mean(window)) if window else None,
+        frames_per_s=(actor.env_steps - self._steps_at_last) * self._frames_per_step / span,
+        param_version=version, pid=os.getpid(), elapsed_s=now - self._start,
+        **{f'timer/{k}': v for k, v in timers.items()},
+        **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra))
+    self._window, self._last, self._steps_at_last = [], now, actor.env_steps
 
 
 class _FramesStamp:

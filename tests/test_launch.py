@@ -48,8 +48,7 @@ def test_bad_config_exits_nonzero_with_one_clear_error(tmp_path, override, messa
 
 
 def test_validate_config_rejects_more_bad_values():
-  sys.path.insert(0, os.path.join(REPO, 'experiments'))
-  import smoke  # pylint: disable=g-import-not-at-top
+  from experiments import atari_expert, smoke  # pylint: disable=g-import-not-at-top
   from launch import config_checks  # pylint: disable=g-import-not-at-top
   config_checks.validate_distributed(smoke.get_config(''))
   cases = {
@@ -88,13 +87,12 @@ def test_validate_config_rejects_more_bad_values():
   with pytest.raises(ValueError, match='never ends'):
     config_checks.validate_distributed(config)
   with pytest.raises(ValueError, match='Unknown atari_expert variant'):
-    __import__('atari_expert').get_config('gpu-huge')
+    atari_expert.get_config('gpu-huge')
 
 
 def test_cluster_program_and_resources_are_valid():
   """Builds (cannot launch here) the Vertex AI program: groups match per-node resources."""
-  sys.path.insert(0, os.path.join(REPO, 'experiments'))
-  import atari_expert  # pylint: disable=g-import-not-at-top
+  from experiments import atari_expert  # pylint: disable=g-import-not-at-top
   from launch import program as program_lib  # pylint: disable=g-import-not-at-top
   config = atari_expert.get_config('')
   config.num_actors = 3

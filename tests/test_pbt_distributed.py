@@ -122,8 +122,7 @@ def run_program(workdir: str) -> None:
   import launchpad as lp  # pylint: disable=g-import-not-at-top
   from launch import pbt  # pylint: disable=g-import-not-at-top
   from launchpad.nodes.python.local_multi_processing import PythonProcess  # pylint: disable=g-import-not-at-top
-  sys.path.insert(0, os.path.join(ROOT, 'experiments'))
-  import pbt_smoke  # pylint: disable=g-import-not-at-top
+  from experiments import pbt_smoke  # pylint: disable=g-import-not-at-top
   config = pbt_smoke.get_config('test')
   program, learners = pbt.build_pbt_program(config, workdir)
   with program.group('probe'):
