@@ -52,7 +52,6 @@ class _RecordingExperiment:
 
   def __init__(self, experiment_title: str = ''):
     self.title = experiment_title
-    self.packaged = []  # xm.Packageable, in order
     self.job_groups = []
 
   def __enter__(self):
@@ -62,7 +61,7 @@ class _RecordingExperiment:
     return False
 
   def package(self, packageables):
-    self.packaged.extend(packageables)
+    # The launcher only hands what `package` returns to the jobs it `add`s: keep the specs.
     return [packageable.executable_spec for packageable in packageables]
 
   def add(self, job_group):
