@@ -15,6 +15,7 @@ setuptools.setup(
         'chex==0.1.90', 'numpy==1.26.4', 'absl-py', 'ml-collections', 'tensorflow-cpu==2.8.4',
         'protobuf<3.20', 'dm-reverb==0.7.2', 'dm-launchpad==0.5.2', 'envpool==0.8.4', 'ale-py==0.12.1',
         'gymnasium==1.4.0', 'pillow', 'matplotlib', 'psutil==7.2.2', 'cloudpickle==3.1.2',
+        'cma==4.5.0', 'box2d==2.3.10', 'pygame-ce==2.5.8', 'vizdoom==1.3.2',
     ],
     extras_require={
         'test': ['pytest==8.3.3', 'portpicker==1.6.0'],

@@ -70,7 +70,11 @@ def _first_line(error: Exception) -> str:
   text = str(error).strip() or type(error).__name__
   if len(text) > 1 and text[0] == text[-1] and text[0] in '"\'':  # KeyError-style quoting
     text = text[1:-1]
-  return text.splitlines()[0]
+  lines = [line for line in text.splitlines() if line.strip()]
+  if 'Traceback (most recent call last):' in text:  # a config file's get_config raised
+    cause = lines[-1].split(': ', 1)[-1]  # 'ValueError: message' -> 'message'
+    return f'{lines[0].partition(" Error whilst parsing")[0]} {cause}'
+  return lines[0]
 
 
 def require_local_workdir(workdir: str, launcher: str) -> None:

@@ -8,6 +8,9 @@ Subcommands (paper 000 section in brackets):
   inject            paste a sprite into the observation and watch the reaction (§4.2, Fig. 3)
   attention-stats   per-head x/y marginals and entropy over an episode (A.7, Fig. 10)
   feature-attention labelled maps of the feature agents (papers 002/003; needs --checkpoint)
+  patch-video       GIF of an evolved AttentionAgent's top-K patches (paper 004, Fig. 1)
+  patch-importance  histogram of its top-5 % patch importances over test episodes (004 Fig. 6)
+  generalisation    its mean and std on the original and modified environments (004 Tables 3-4)
 
 Without --checkpoint the agent is randomly initialised (every output says so).
 Bad inputs print one `error: ...` line and exit with status 2.
@@ -25,7 +28,9 @@ from PIL import Image
 
 from s3ta.analysis import feature_attention as feature_attention_lib
 from s3ta.analysis import numerics, render, rollout
+from s3ta.analysis import patches as patches_lib
 from s3ta.analysis.rollout import log
+from s3ta.envs import vision_tasks
 
 
 def _ints(text: str, count: int, name: str) -> tuple[int, ...]:
@@ -404,6 +409,48 @@ def feature_attention(args) -> None:
     _wrote(path)
 
 
+def _evolved(args):
+  if getattr(args, 'episodes', 1) < 1:
+    raise ValueError(f'--episodes must be >= 1, got {args.episodes}.')
+  if args.checkpoint is None:
+    raise ValueError(f'{args.command} needs --checkpoint (a launch.evolve workdir or es_*.pkl).')
+  evolved = patches_lib.load(args.checkpoint, args.which)
+  log(f'[{args.command}] {evolved.description}')
+  os.makedirs(args.out, exist_ok=True)
+  return evolved
+
+
+def patch_video(args) -> None:
+  evolved = _evolved(args)
+  vision_tasks.validate(evolved.config.task.name, args.modification)
+  path, episode_return = patches_lib.patch_video(
+      evolved, args.modification, args.seed, args.out, max_steps=args.max_steps,
+      every=max(1, args.every), scale=args.scale, fps=args.fps)
+  log(f'[{args.command}] episode return {episode_return:.1f}')
+  _wrote(path)
+
+
+def patch_importance(args) -> None:
+  evolved = _evolved(args)
+  for path in patches_lib.patch_importance(evolved, range(args.seed, args.seed + args.episodes),
+                                           args.out, max_steps=args.max_steps):
+    _wrote(path)
+
+
+def generalisation(args) -> None:
+  evolved = _evolved(args)
+  task = evolved.config.task.name
+  modifications = (vision_tasks.MODIFICATIONS[task] if args.modifications == 'all'
+                   else tuple(m.strip() for m in args.modifications.split(',') if m.strip()))
+  for modification in modifications:
+    vision_tasks.validate(task, modification)
+  _, paths = patches_lib.generalisation(evolved, modifications, args.episodes, args.out,
+                                        envs=args.envs, first_seed=args.seed,
+                                        max_steps=args.max_steps, log=log)
+  for path in paths:
+    _wrote(path)
+
+
 COMMANDS = {
     'attention-video': attention_video,
     'what-where': what_where,
@@ -412,6 +459,9 @@ COMMANDS = {
     'inject': inject,
     'attention-stats': attention_stats,
     'feature-attention': feature_attention,
+    'patch-video': patch_video,
+    'patch-importance': patch_importance,
+    'generalisation': generalisation,
 }
 
 
@@ -473,6 +523,25 @@ def build_parser() -> argparse.ArgumentParser:
   p = sub.add_parser('feature-attention', parents=[common],
                      help='labelled attention maps of the feature agents (002/003).')
   p.add_argument('--steps', type=int, default=200, help='agent steps to record.')
+
+  evolved = argparse.ArgumentParser(add_help=False)  # paper 004's evolved agents
+  evolved.add_argument('--checkpoint', default=None, help='launch.evolve workdir or one es_*.pkl.')
+  evolved.add_argument('--which', choices=patches_lib.WHICH, default='centre',
+                       help="the distribution's mean (004's agent) or the best candidate seen.")
+  evolved.add_argument('--out', required=True, help='output directory (created).')
+  evolved.add_argument('--seed', type=int, default=0, help='(first) episode seed.')
+  evolved.add_argument('--max-steps', type=int, default=0, help="episode limit (0: the task's own).")
+  evolved.add_argument('--scale', type=int, default=3, help='integer upscaling of frames in images.')
+  evolved.add_argument('--fps', type=float, default=20.0, help='GIF frames per second.')
+  p = sub.add_parser('patch-video', parents=[evolved], help="GIF of an evolved agent's top-K patches.")
+  p.add_argument('--modification', default='none', help='environment variant (004 section 5.5).')
+  p.add_argument('--every', type=int, default=2, help='render every k-th step.')
+  p = sub.add_parser('patch-importance', parents=[evolved], help='top-5 %% importance histogram.')
+  p.add_argument('--episodes', type=int, default=20, help='test episodes (004 Fig. 6: 20).')
+  p = sub.add_parser('generalisation', parents=[evolved], help='scores on the modified environments.')
+  p.add_argument('--episodes', type=int, default=100, help='test episodes per environment (004: 100).')
+  p.add_argument('--modifications', default='all', help="comma-separated variants, or 'all'.")
+  p.add_argument('--envs', type=int, default=4, help='environments played in lockstep.')
   return parser
 
 

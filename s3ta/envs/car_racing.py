@@ -1,0 +1,99 @@
+"""CarRacing (gymnasium, Box2D) as a paper-004 vision task, with its three modified variants.
+
+The agent's three outputs in [-1, 1] become steering (as is), gas and brake (mapped to
+[0, 1]). Reward: +1000/n per new track tile, -0.1 per step; an episode ends when the lap
+is done, the car leaves the playfield, or after `max_steps` (004: 1000). Modifications
+(004 section 5.5):
+- color_perturb: at each reset two scalars drawn uniformly from [-0.2, 0.2] (of full scale)
+  are added to the lane colour and to the grass/background colour; they stay for the episode.
+- vertical_bars: black bars on both sides, 75 px of the 1000-px-wide window each
+  (7 of 96 columns in the observation).
+- background_blob: a red disc at a fixed position north-east of the car. The camera
+  follows and turns with the car, so a fixed place in the frame is fixed relative to it.
+Bars and blob are drawn over the rendered 96 x 96 frame.
+"""
+
+import numpy as np
+from gymnasium.envs.box2d import car_racing as gym_car_racing
+
+from s3ta.envs import vision_tasks
+
+BAR_WIDTH = round(75 / 1000 * vision_tasks.OBSERVATION_SIZE)  # 7 columns
+BLOB_CENTRE = (36, 70)  # (row, column); the car sits near (70, 48), pointing up
+BLOB_RADIUS = 7
+BLOB_COLOUR = (255, 0, 0)
+COLOUR_SHIFT = 0.2  # colour perturbation: U[-0.2, 0.2] of full scale
+
+
+class _PerturbedColours(gym_car_racing.CarRacing):
+  """CarRacing whose lane and grass colours are shifted by 004's two scalars at each reset.
+
+  Gymnasium recolours at reset only in its domain-randomised mode, through
+  `_reinit_colors`; this subclass turns that mode on and replaces the recolouring.
+  """
+
+  def __init__(self, **kwargs):
+    super().__init__(domain_randomize=True, **kwargs)
+
+  def _reinit_colors(self, randomize):
+    del randomize  # always: a new perturbation per episode
+    lane, grass = self.np_random.uniform(-COLOUR_SHIFT, COLOUR_SHIFT, size=2) * 255.0
+    self.road_color = np.clip(np.array([102.0, 102.0, 102.0]) + lane, 0, 255)
+    self.bg_color = np.clip(np.array([102.0, 204.0, 102.0]) + grass, 0, 255)
+    self.grass_color = np.clip(np.array([102.0, 230.0, 102.0]) + grass, 0, 255)
+
+
+def _disc_mask(size: int, centre, radius: int) -> np.ndarray:
+  rows, cols = np.ogrid[:size, :size]
+  return (rows - centre[0]) ** 2 + (cols - centre[1]) ** 2 <= radius ** 2
+
+
+class CarRacingTask:
+  """One CarRacing environment; see the module docstring."""
+  name = 'car_racing'
+  output_size = 3
+
+  def __init__(self, modification: str = 'none', *, max_steps: int = 1000,
+               negative_reward_patience: int = 0):
+    vision_tasks.validate(self.name, modification, max_steps)
+    self.modification = modification
+    self._max_steps = max_steps
+    self._patience = negative_reward_patience
+    if modification == 'color_perturb':
+      self._env = _PerturbedColours(continuous=True)
+    else:
+      self._env = gym_car_racing.CarRacing(continuous=True)
+    self._blob = _disc_mask(vision_tasks.OBSERVATION_SIZE, BLOB_CENTRE, BLOB_RADIUS)
+    self._steps = self._negative_run = 0
+
+  def _observe(self, frame: np.ndarray) -> np.ndarray:
+    frame = np.array(vision_tasks.resize(frame))
+    if self.modification == 'vertical_bars':
+      frame[:, :BAR_WIDTH] = 0
+      frame[:, -BAR_WIDTH:] = 0
+    elif self.modification == 'background_blob':
+      frame[self._blob] = BLOB_COLOUR
+    return frame
+
+  def reset(self, seed: int) -> np.ndarray:
+    frame, _ = self._env.reset(seed=int(seed))
+    self._steps = self._negative_run = 0
+    return self._observe(frame)
+
+  @staticmethod
+  def action(output: np.ndarray) -> np.ndarray:
+    """[-1, 1]^3 -> (steer in [-1, 1], gas in [0, 1], brake in [0, 1])."""
+    output = np.clip(np.asarray(output, np.float64), -1.0, 1.0)
+    return np.array([output[0], (output[1] + 1.0) / 2.0, (output[2] + 1.0) / 2.0], np.float32)
+
+  def step(self, output: np.ndarray) -> vision_tasks.TaskStep:
+    frame, reward, terminated, truncated, _ = self._env.step(self.action(output))
+    self._steps += 1
+    self._negative_run = self._negative_run + 1 if reward < 0 else 0
+    done = (terminated or truncated or self._steps >= self._max_steps or
+            0 < self._patience <= self._negative_run)
+    return vision_tasks.TaskStep(self._observe(frame), float(reward), bool(done))
+
+  def close(self) -> None:
+    self._env.close()
+

@@ -1,0 +1,1 @@
+"""Paper 004: the AttentionAgent trained by CMA-ES (controller, rollout workers, checkpoints)."""

@@ -1,0 +1,115 @@
+"""CMA-ES over flat agent vectors (pycma, 004's settings), and its checkpoints that resume.
+
+004 uses pycma with population 256, initial sigma 0.1 and pycma's defaults otherwise.
+pycma minimises, so `tell` passes the negated fitness (mean return). Checkpoints are
+pickles of the whole strategy (its mean, step size, covariance, evolution paths and
+random state), written to a temporary file and renamed into place; the newest `keep`
+are kept, so a crash while saving leaves the previous one intact.
+"""
+
+import os
+import pickle
+import re
+from typing import Any, NamedTuple, Optional
+
+import cma
+import numpy as np
+
+CHECKPOINT_DIR = 'checkpoints'
+_NAME = re.compile(r'^es_(\d{6,})\.pkl$')
+
+
+class EvolutionState(NamedTuple):
+  strategy: Any  # cma.CMAEvolutionStrategy
+  counters: dict  # generation, frames, rollouts, train_seconds, worker_deaths
+  best_fitness: float  # best candidate fitness seen (its training rollouts)
+  best_vector: Optional[np.ndarray]
+
+
+def new_strategy(x0: np.ndarray, sigma: float, population: int, seed: int,
+                 diagonal: bool = False) -> Any:
+  """A pycma strategy; `diagonal` is separable CMA (much cheaper for large vectors)."""
+  options = {'popsize': population, 'seed': seed + 1,  # pycma treats seed 0 as "random"
+             'verbose': -9, 'verb_disp': 0, 'verb_log': 0, 'verb_filenameprefix': os.devnull}
+  if diagonal:
+    options['CMA_diagonal'] = True
+  return cma.CMAEvolutionStrategy(np.asarray(x0, np.float64), sigma, options)
+
+
+def new_state(x0: np.ndarray, sigma: float, population: int, seed: int,
+              diagonal: bool = False) -> EvolutionState:
+  counters = dict(generation=0, frames=0, rollouts=0, train_seconds=0.0, worker_deaths=0)
+  return EvolutionState(new_strategy(x0, sigma, population, seed, diagonal), counters,
+                        -np.inf, None)
+
+
+def tell(state: EvolutionState, candidates: np.ndarray, fitness: np.ndarray) -> EvolutionState:
+  """Updates the strategy with the candidates' fitness (higher is better)."""
+  state.strategy.tell(list(candidates), list(-np.asarray(fitness, np.float64)))
+  best = int(np.argmax(fitness))
+  if fitness[best] > state.best_fitness:
+    return state._replace(best_fitness=float(fitness[best]),
+                          best_vector=np.array(candidates[best], np.float64))
+  return state
+
+
+def centre(state: EvolutionState) -> np.ndarray:
+  """The distribution's mean: the agent 004 evaluates and deploys."""
+  return np.array(state.strategy.mean, np.float64)
+
+
+def checkpoint_dir(workdir: str) -> str:
+  return os.path.join(workdir, CHECKPOINT_DIR)
+
+
+def list_checkpoints(workdir: str) -> list:
+  """[(generation, path)] of complete checkpoints, oldest first."""
+  directory = checkpoint_dir(workdir)
+  if not os.path.isdir(directory):
+    return []
+  found = [(int(m.group(1)), os.path.join(directory, name))
+           for name in os.listdir(directory) if (m := _NAME.match(name))]
+  return sorted(found)
+
+
+def save(workdir: str, state: EvolutionState, extra: dict, keep: int = 2) -> str:
+  """Writes the state (and `extra`: configs) as `es_<generation>.pkl`; keeps the newest `keep`."""
+  directory = checkpoint_dir(workdir)
+  os.makedirs(directory, exist_ok=True)
+  generation = int(state.counters['generation'])
+  path = os.path.join(directory, f'es_{generation:06d}.pkl')
+  temporary = f'{path}.tmp-{os.getpid()}'
+  payload = dict(strategy=state.strategy, counters=dict(state.counters),
+                 best_fitness=state.best_fitness, best_vector=state.best_vector,
+                 centre=centre(state), **extra)
+  with open(temporary, 'wb') as f:
+    pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(temporary, path)
+  for _, old in list_checkpoints(workdir)[:-keep]:
+    os.remove(old)
+  return path
+
+
+def load(path: str) -> dict:
+  """A checkpoint's payload; ValueError naming the file if it cannot be read."""
+  try:
+    with open(path, 'rb') as f:
+      payload = pickle.load(f)
+  except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as e:
+    raise ValueError(f'cannot read evolution checkpoint {path!r}: {e}') from e
+  if not isinstance(payload, dict) or 'strategy' not in payload:
+    raise ValueError(f'{path!r} is not an evolution checkpoint (no strategy in it).')
+  return payload
+
+
+def restore(workdir: str) -> Optional[tuple]:
+  """(EvolutionState, payload) of the newest checkpoint in `workdir`, or None if there is none."""
+  found = list_checkpoints(workdir)
+  if not found:
+    return None
+  payload = load(found[-1][1])
+  state = EvolutionState(payload['strategy'], dict(payload['counters']),
+                         float(payload['best_fitness']), payload['best_vector'])
+  return state, payload

@@ -1,0 +1,235 @@
+"""The evolution controller: ask CMA-ES for a generation, score it on the workers, tell, record, save.
+
+One generation: `population_size` candidates, each scored by its mean return over
+`rollouts_per_candidate` episodes (004: 16 for CarRacing, 5 for TakeCover). Every
+candidate of a generation plays the same episode seeds (common random numbers, so
+candidates are compared on equal terms), and the seeds change every generation.
+Every `evaluator.every_generations` generations and at the end, the distribution's
+mean (the agent 004 reports) plays `evaluator.rollouts` episodes on seeds never used
+in training.
+
+The workdir is laid out like the RL trainers' (`metrics.jsonl`, TensorBoard, a
+progress line, `summary.json`), so `s3ta.analysis.curves` reads it unchanged:
+label `learner` carries the counters (`learner_frames` = environment steps played,
+`train_seconds`, which continue across resumes, `param_version` = generation),
+label `actor_es` each generation's mean rollout return, label `evaluator` the mean's
+evaluations. Checkpoints: `s3ta/evolution/cma_es.py`.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import time
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from s3ta.envs import vision_tasks
+from s3ta.evolution import cma_es, dispatch, policy
+from s3ta.utils import metrics as metrics_lib
+
+EVAL_SEED_OFFSET = 1_000_000_007  # evaluation seeds: a range training never draws from
+TRAIN_SEED_RANGE = 1_000_000_000
+
+
+def validate_config(config: Any) -> None:
+  """ValueError naming the first bad value of an evolution config."""
+  vision_tasks.validate(config.task.name, config.task.modification, config.task.max_steps)
+  es = config.es
+  checks = (
+      ('es.population_size', es.population_size, 2), ('es.rollouts_per_candidate',
+                                                       es.rollouts_per_candidate, 1),
+      ('num_workers', config.num_workers, 1), ('envs_per_worker', config.envs_per_worker, 1),
+      ('evaluator.rollouts', config.evaluator.rollouts, 1),
+      ('evaluator.every_generations', config.evaluator.every_generations, 0),
+      ('max_generations', config.max_generations, 1),
+      ('task.negative_reward_patience', config.task.negative_reward_patience, 0),
+  )
+  for name, value, least in checks:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+      raise ValueError(f'config.{name} must be an integer >= {least}, got {value!r}.')
+  if not (isinstance(es.init_sigma, (int, float)) and es.init_sigma > 0):
+    raise ValueError(f'config.es.init_sigma must be > 0, got {es.init_sigma!r}.')
+  if not config.max_seconds > 0:
+    raise ValueError(f'config.max_seconds must be > 0, got {config.max_seconds!r}.')
+  policy.agent_config(config.agent, vision_tasks.OUTPUT_SIZES[config.task.name])  # sizes
+
+
+def training_seeds(seed: int, generation: int, rollouts: int) -> np.ndarray:
+  """The episode seeds every candidate of `generation` plays."""
+  rng = np.random.default_rng([seed, generation])
+  return rng.integers(0, TRAIN_SEED_RANGE, size=rollouts)
+
+
+def evaluation_seeds(rollouts: int) -> np.ndarray:
+  return EVAL_SEED_OFFSET + np.arange(rollouts)
+
+
+def population_units(candidates: np.ndarray, seeds: np.ndarray, workers: int) -> list:
+  """Units of several candidates each, about two per worker (a slow worker then holds less)."""
+  return [(candidates[rows], np.tile(seeds, (rows.stop - rows.start, 1)))
+          for rows in dispatch.split_rows(len(candidates), 2 * workers)]
+
+
+def evaluation_units(vector: np.ndarray, seeds: np.ndarray, workers: int) -> list:
+  """One candidate's evaluation episodes spread over the workers."""
+  return [(vector[None], seeds[None, rows]) for rows in dispatch.split_rows(len(seeds), workers)]
+
+
+@dataclasses.dataclass
+class Summary:
+  generations: int
+  frames: int
+  train_seconds: float
+  best_fitness: float
+  final_eval_mean: Optional[float]
+  final_eval_std: Optional[float]
+  worker_deaths: int
+  stop_reason: str
+
+
+class Controller:
+  """Runs generations until a stop rule or `should_stop`; see the module docstring."""
+
+  def __init__(self, config: Any, workdir: str, dispatcher: dispatch.Dispatcher, *,
+               log: Callable[[str], None] = print, tensorboard: bool = True):
+    validate_config(config)
+    self.config, self.workdir, self.dispatcher, self._log = config, workdir, dispatcher, log
+    self.agent_config = policy.agent_config(config.agent,
+                                            vision_tasks.OUTPUT_SIZES[config.task.name])
+    agent = policy.FlatAgent(self.agent_config, seed=config.seed)
+    self.size = agent.size
+    restored = cma_es.restore(workdir)
+    if restored is None:
+      self.state = cma_es.new_state(agent.initial, config.es.init_sigma,
+                                    config.es.population_size, config.seed, config.es.diagonal)
+      log(f'[evolve] new run: {config.task.name} ({config.task.modification}), '
+          f'{self.size:,} parameters, population {config.es.population_size}, '
+          f'{config.es.rollouts_per_candidate} rollouts per candidate, sigma {config.es.init_sigma}')
+    else:
+      self.state, payload = restored
+      saved = np.asarray(payload['centre']).size
+      if saved != self.size:
+        raise ValueError(f'the checkpoint in {cma_es.checkpoint_dir(workdir)} has {saved} '
+                         f'parameters, this config\'s agent {self.size}; use another --workdir '
+                         'or the config it was trained with.')
+      log(f'[evolve] resumed at generation {self.state.counters["generation"]} '
+          f'({self.state.counters["frames"]:,} frames, best fitness {self.state.best_fitness:.1f})')
+    self._learner_log = metrics_lib.MetricsWriter(workdir, 'learner', tensorboard=tensorboard)
+    self._actor_log = metrics_lib.record_logger(workdir, 'actor_es', 'generation')
+    self._eval_log = metrics_lib.record_logger(workdir, 'evaluator', 'param_version', 'frames')
+    self._last_save = time.monotonic()
+    self._deaths_before = int(self.state.counters.get('worker_deaths', 0))
+
+  def _counters(self) -> dict:
+    return self.state.counters
+
+  def _save(self) -> str:
+    extra = dict(config=self.config.to_dict(), agent_config=dataclasses.asdict(self.agent_config))
+    path = cma_es.save(self.workdir, self.state, extra)
+    self._last_save = time.monotonic()
+    return path
+
+  def evaluate(self, should_stop: Callable[[], bool]) -> Optional[tuple]:
+    """(mean, std) of the distribution's mean over the evaluation episodes; None if stopped."""
+    seeds = evaluation_seeds(self.config.evaluator.rollouts)
+    results = self.dispatcher.run(
+        evaluation_units(cma_es.centre(self.state), seeds, self.dispatcher.live_workers),
+        should_stop)
+    if results is None:
+      return None
+    returns = np.concatenate([r[0].reshape(-1) for r in results])
+    counters = self._counters()
+    counters['frames'] += sum(r[1] for r in results)  # evaluation episodes are played too
+    self._eval_log(dict(param_version=counters['generation'], frames=counters['frames'],
+                        mean_return=float(returns.mean()), std_return=float(returns.std()),
+                        episodes=len(returns), min_return=float(returns.min()),
+                        max_return=float(returns.max())))
+    return float(returns.mean()), float(returns.std())
+
+  def generation(self, should_stop: Callable[[], bool]) -> bool:
+    """Scores and tells one generation; False if stopped before it completed."""
+    start = time.monotonic()
+    counters = self._counters()
+    candidates = np.asarray(self.state.strategy.ask(), np.float64)
+    seeds = training_seeds(self.config.seed, counters['generation'],
+                           self.config.es.rollouts_per_candidate)
+    results = self.dispatcher.run(
+        population_units(candidates, seeds, self.dispatcher.live_workers), should_stop)
+    if results is None:
+      return False
+    returns = np.concatenate([r[0] for r in results])  # [population, rollouts]
+    fitness = returns.mean(axis=1)
+    self.state = cma_es.tell(self.state, candidates, fitness)
+    seconds = time.monotonic() - start
+    steps = sum(r[1] for r in results)
+    counters['generation'] += 1
+    counters['frames'] += steps
+    counters['rollouts'] += returns.size
+    counters['train_seconds'] += seconds
+    counters['worker_deaths'] = self._deaths_before + self.dispatcher.deaths
+    self._learner_log.write(counters['generation'], dict(
+        learner_frames=counters['frames'], train_seconds=counters['train_seconds'],
+        param_version=counters['generation'], fitness_mean=fitness.mean(),
+        fitness_max=fitness.max(), fitness_min=fitness.min(), fitness_std=fitness.std(),
+        best_fitness=self.state.best_fitness, sigma=float(self.state.strategy.sigma),
+        generation_seconds=seconds, frames_per_s=steps / max(seconds, 1e-9),
+        worker_deaths=counters['worker_deaths'], live_workers=self.dispatcher.live_workers),
+        frames=counters['frames'])
+    self._learner_log.flush()
+    self._actor_log(dict(generation=counters['generation'], window_episodes=returns.size,
+                         window_return_mean=float(returns.mean())))
+    self._log(f'gen {counters["generation"]} | frames {counters["frames"]:,} '
+              f'({steps / max(seconds, 1e-9):,.0f}/s) | fitness mean {fitness.mean():.1f} max '
+              f'{fitness.max():.1f} | best {self.state.best_fitness:.1f} | sigma '
+              f'{self.state.strategy.sigma:.4f} | {seconds:.1f} s | workers '
+              f'{self.dispatcher.live_workers} live, {counters["worker_deaths"]} deaths')
+    return True
+
+  def stop_reason(self) -> Optional[str]:
+    counters = self._counters()
+    if counters['generation'] >= self.config.max_generations:
+      return f'max_generations ({self.config.max_generations})'
+    if counters['train_seconds'] >= self.config.max_seconds:
+      return f'max_seconds ({self.config.max_seconds:.0f} s of evolution)'
+    return None
+
+  def run(self, should_stop: Callable[[], bool] = lambda: False) -> Summary:
+    """Generations until a stop rule; saves and evaluates at the end. Returns the summary."""
+    config = self.config
+    reason = None
+    try:
+      while reason is None:
+        if should_stop():
+          reason = 'stopped (signal)'
+          break
+        if not self.generation(should_stop):
+          reason = 'stopped (signal)'
+          break
+        generation = self._counters()['generation']
+        every = config.evaluator.every_generations
+        if every and generation % every == 0:
+          self.evaluate(should_stop)
+        if time.monotonic() - self._last_save >= 60.0 * config.checkpoint_minutes:
+          self._log(f'[evolve] checkpoint {self._save()}')
+        reason = self.stop_reason()
+    except dispatch.NoWorkersLeft as e:
+      reason = f'no workers left ({e})'
+    final = None
+    if not reason.startswith(('stopped', 'no workers')):
+      final = self.evaluate(should_stop)
+    self._log(f'[evolve] {reason}; checkpoint {self._save()}')
+    counters = self._counters()
+    summary = Summary(generations=counters['generation'], frames=counters['frames'],
+                      train_seconds=counters['train_seconds'],
+                      best_fitness=self.state.best_fitness,
+                      final_eval_mean=final[0] if final else None,
+                      final_eval_std=final[1] if final else None,
+                      worker_deaths=counters['worker_deaths'], stop_reason=reason)
+    with open(os.path.join(self.workdir, 'summary.json'), 'w') as f:
+      json.dump({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                 for k, v in dataclasses.asdict(summary).items()}, f, indent=2)
+    self._learner_log.close()
+    self._log(f'[evolve] summary: {json.dumps(dataclasses.asdict(summary))}')
+    return summary

@@ -1,0 +1,239 @@
+"""CMA-ES training of paper 004's agent: lockstep rollouts, seeds, the strategy's direction and
+exact resume, units re-queued when a worker dies (stand-ins and a killed real process), the
+controller's resume, and bad configs refused."""
+
+import concurrent.futures as futures
+import json
+import os
+import threading
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from experiments import attention_agent
+from s3ta.envs import vision_tasks
+from s3ta.evolution import cma_es, controller, dispatch, policy, rollouts
+from s3ta.networks.attention_agent import AttentionAgentConfig
+
+
+class CountingTask:
+  """Stand-in task: an episode of seed s lasts s % 4 + 1 steps and pays 1 + output per step."""
+  output_size = 1
+
+  def __init__(self):
+    self.left = 0
+
+  def reset(self, seed):
+    self.left = seed % 4 + 1
+    return np.full((96, 96, 3), seed % 256, np.uint8)
+
+  def step(self, output):
+    self.left -= 1
+    return vision_tasks.TaskStep(np.zeros((96, 96, 3), np.uint8), 1.0 + float(output[0]),
+                                 self.left == 0)
+
+
+def test_lockstep_rollouts_give_each_job_its_own_episode_and_candidate():
+  agent = policy.FlatAgent(AttentionAgentConfig(num_actions=1))
+  params = jax.tree_util.tree_map(np.zeros_like, agent.params(np.zeros(agent.size)))
+  params['action']['bias'] = np.full(1, 50.0)  # tanh(50) = 1: candidate 1 earns 2 per step
+  vectors = np.stack([np.zeros(agent.size), agent.vector(params)])
+  jobs = [rollouts.Job(0, 3), rollouts.Job(1, 1), rollouts.Job(1, 6), rollouts.Job(0, 0),
+          rollouts.Job(1, 7)]
+  seen = []
+  results = rollouts.play([CountingTask(), CountingTask()], agent, vectors, jobs,
+                          observer=lambda index, image, step: seen.append((index, image[0, 0, 0])))
+  np.testing.assert_array_equal(results.steps, [4, 2, 3, 1, 4])  # seed % 4 + 1
+  np.testing.assert_allclose(results.returns, [4.0, 4.0, 6.0, 1.0, 8.0], atol=1e-5)
+  first_images = {index: value for index, value in reversed(seen)}
+  assert first_images == {0: 3, 1: 1, 2: 6, 3: 0, 4: 7}  # each episode starts from its reset frame
+
+
+def test_seeds_repeat_per_generation_and_evaluation_seeds_are_never_trained_on():
+  np.testing.assert_array_equal(controller.training_seeds(0, 4, 5), controller.training_seeds(0, 4, 5))
+  assert not np.array_equal(controller.training_seeds(0, 4, 5), controller.training_seeds(0, 5, 5))
+  assert controller.training_seeds(3, 0, 1000).max() < controller.evaluation_seeds(1)[0]
+  units = controller.population_units(np.arange(10.0)[:, None], np.array([7, 8]), workers=2)
+  rows = [u[0][:, 0].tolist() for u in units]  # two units per worker, every candidate once
+  assert len(rows) == 4 and sum(rows, []) == list(range(10)) and {len(r) for r in rows} == {2, 3}
+  assert all((u[1] == [7, 8]).all() for u in units)
+  units = controller.evaluation_units(np.ones(3), np.arange(5), workers=2)
+  assert [u[1].tolist() for u in units] == [[[0, 1]], [[2, 3, 4]]] and units[0][0].shape == (1, 3)
+
+
+def test_cma_es_climbs_fitness_and_resumes_exactly(tmp_path):
+  target = np.linspace(-1, 1, 6)
+  fitness = lambda xs: -((np.asarray(xs) - target) ** 2).sum(axis=1)  # maximised at target
+  state = cma_es.new_state(np.zeros(6), 0.3, population=12, seed=3)
+  for _ in range(60):
+    candidates = np.asarray(state.strategy.ask())
+    state = cma_es.tell(state, candidates, fitness(candidates))
+  np.testing.assert_allclose(cma_es.centre(state), target, atol=0.05)
+  assert state.best_fitness > -0.01
+  state.counters['generation'] = 60
+  cma_es.save(str(tmp_path), state, {})
+  restored, payload = cma_es.restore(str(tmp_path))
+  np.testing.assert_array_equal(payload['centre'], cma_es.centre(state))
+  np.testing.assert_array_equal(np.asarray(restored.strategy.ask()), np.asarray(state.strategy.ask()))
+
+
+def test_checkpoints_keep_the_newest_and_ignore_partial_files(tmp_path):
+  state = cma_es.new_state(np.zeros(3), 0.1, population=4, seed=0)
+  for generation in (1, 2, 3):
+    state.counters['generation'] = generation
+    cma_es.save(str(tmp_path), state, {}, keep=2)
+  (tmp_path / 'checkpoints' / 'es_000004.pkl.tmp-123').write_bytes(b'half a pickle')
+  assert [g for g, _ in cma_es.list_checkpoints(str(tmp_path))] == [2, 3]
+  assert cma_es.restore(str(tmp_path))[0].counters['generation'] == 3
+  (tmp_path / 'checkpoints' / 'es_000005.pkl').write_bytes(b'garbage')
+  with pytest.raises(ValueError, match='cannot read evolution checkpoint .*es_000005.pkl'):
+    cma_es.restore(str(tmp_path))
+
+
+class InlineClient:
+  """Stand-in worker: scores vectors by -|v - 0.5|^2 per seed, or fails on chosen calls."""
+
+  def __init__(self, name, fail_calls=(), restartable=False):
+    self.name, self.calls, self.fail_calls, self.restartable = name, 0, set(fail_calls), restartable
+
+  def submit(self, vectors, seeds):
+    self.calls += 1
+    future = futures.Future()
+    if self.calls in self.fail_calls:
+      future.set_exception(ConnectionError('worker process died'))
+    else:
+      score = -((np.asarray(vectors) - 0.5) ** 2).sum(axis=1)
+      future.set_result((np.repeat(score[:, None], seeds.shape[1], axis=1), 10 * seeds.size))
+    return future
+
+  def alive(self):
+    return True
+
+  def restart(self):
+    return self.restartable
+
+
+def _units(count):
+  return [(np.full((1, 2), float(i)), np.array([[1, 2]])) for i in range(count)]
+
+
+def test_a_dead_workers_unit_goes_to_the_others_and_the_death_is_counted():
+  logs = []
+  dead, alive = InlineClient('a', fail_calls={1}), InlineClient('b')
+  dispatcher = dispatch.Dispatcher([dead, alive], log=logs.append)
+  results = dispatcher.run(_units(5))
+  assert [r[0][0, 0] for r in results] == [-2 * (i - 0.5) ** 2 for i in range(5)]
+  assert dispatcher.deaths == 1 and dispatcher.live_workers == 1
+  assert 'worker a lost (ConnectionError: worker process died)' in logs[0]
+  restartable = InlineClient('c', fail_calls={1, 2}, restartable=True)
+  dispatcher = dispatch.Dispatcher([restartable], log=logs.append)
+  assert len(dispatcher.run(_units(2))) == 2 and dispatcher.deaths == 2
+  assert dispatcher.live_workers == 1
+  with pytest.raises(dispatch.NoWorkersLeft, match='every worker died'):
+    dispatch.Dispatcher([InlineClient('d', fail_calls={1})], log=logs.append).run(_units(2))
+
+
+def test_a_silent_worker_is_counted_dead_after_the_unit_timeout():
+  class Silent(InlineClient):
+    def submit(self, vectors, seeds):
+      return futures.Future()  # never completes
+
+  dispatcher = dispatch.Dispatcher([Silent('s'), InlineClient('b')], unit_timeout_s=0.3,
+                                   log=lambda line: None)
+  assert len(dispatcher.run(_units(3))) == 3
+  assert dispatcher.deaths == 1
+
+
+def _config(**overrides):
+  config = attention_agent.get_config('take_cover')
+  config.es.population_size = 6
+  config.es.rollouts_per_candidate = 2
+  config.task.max_steps = 30
+  config.num_workers = 2
+  config.envs_per_worker = 2
+  config.evaluator.every_generations = 2
+  config.evaluator.rollouts = 3
+  config.checkpoint_minutes = 0.0
+  for key, value in overrides.items():
+    node = config
+    *path, last = key.split('.')
+    for part in path:
+      node = node[part]
+    node[last] = value
+  return config
+
+
+def test_a_killed_local_worker_process_is_restarted_and_the_generation_completes():
+  config = _config(**{'task.max_steps': 200})
+  clients = [dispatch.LocalWorkerClient(config.to_dict(), f'worker_{i}') for i in range(2)]
+  try:
+    victim = clients[0].pid()  # starts the process and its worker
+    clients[1].pid()
+    agent_size = policy.FlatAgent(policy.agent_config(config.agent, 1)).size
+    units = [(np.zeros((2, agent_size)), np.array([[1, 2], [3, 4]])) for _ in range(4)]
+    threading.Timer(1.0, os.kill, (victim, 9)).start()
+    logs = []
+    dispatcher = dispatch.Dispatcher(clients, log=logs.append)
+    started = time.monotonic()
+    results = dispatcher.run(units)
+    assert all(r is not None and r[0].shape == (2, 2) for r in results)
+    assert dispatcher.deaths == 1 and dispatcher.live_workers == 2, logs
+    assert clients[0].pid() != victim
+    # Zero parameters stay still: identical seeds give identical returns, on any worker.
+    assert len({tuple(r[0].reshape(-1)) for r in results}) == 1
+    assert time.monotonic() - started < 300
+  finally:
+    for client in clients:
+      client.close(kill=True)
+
+
+def _inline_dispatcher():
+  return dispatch.Dispatcher([InlineClient('a'), InlineClient('b')], log=lambda line: None)
+
+
+def test_the_controller_resumes_where_it_stopped(tmp_path):
+  straight = controller.Controller(_config(max_generations=4), str(tmp_path / 'straight'),
+                                   _inline_dispatcher(), log=lambda line: None, tensorboard=False)
+  summary = straight.run()
+  assert summary.generations == 4 and summary.stop_reason == 'max_generations (4)'
+  assert summary.final_eval_mean is not None
+  first = controller.Controller(_config(max_generations=2), str(tmp_path / 'split'),
+                                _inline_dispatcher(), log=lambda line: None, tensorboard=False)
+  first.run()
+  logs = []
+  second = controller.Controller(_config(max_generations=4), str(tmp_path / 'split'),
+                                 _inline_dispatcher(), log=logs.append, tensorboard=False)
+  assert 'resumed at generation 2' in logs[0]
+  second.run()
+  np.testing.assert_array_equal(cma_es.centre(second.state), cma_es.centre(straight.state))
+  records = [json.loads(line) for line in open(tmp_path / 'split' / 'metrics.jsonl')]
+  learner = [r for r in records if r['label'] == 'learner']
+  assert [r['param_version'] for r in learner] == [1, 2, 3, 4]
+  assert all(b['train_seconds'] > a['train_seconds'] for a, b in zip(learner, learner[1:]))
+  assert [r['param_version'] for r in records if r['label'] == 'evaluator'] == [2, 2, 4, 4]
+  summary = json.load(open(tmp_path / 'split' / 'summary.json'))
+  assert summary['generations'] == 4 and summary['worker_deaths'] == 0
+
+
+def test_a_checkpoint_of_another_agent_is_refused(tmp_path):
+  controller.Controller(_config(max_generations=1), str(tmp_path), _inline_dispatcher(),
+                        log=lambda line: None, tensorboard=False).run()
+  with pytest.raises(ValueError, match='has 3633 parameters, this config.s agent 2609'):
+    controller.Controller(_config(**{'agent.top_k': 2}), str(tmp_path), _inline_dispatcher(),
+                          log=lambda line: None, tensorboard=False)
+
+
+@pytest.mark.parametrize('key, value, match', [
+    ('task.name', 'pong', "Unknown task 'pong'"),
+    ('task.modification', 'blob', "Unknown modification 'blob'"),
+    ('es.population_size', 1, r'config.es.population_size must be an integer >= 2, got 1'),
+    ('es.rollouts_per_candidate', 0, 'rollouts_per_candidate must be an integer >= 1, got 0'),
+    ('num_workers', 0, r'config.num_workers must be an integer >= 1, got 0'),
+    ('es.init_sigma', 0.0, 'init_sigma must be > 0'),
+    ('agent.top_k', 600, r'top_k \(600\) must be <= the number of patches \(529\)'),
+])
+def test_bad_configs_are_named(key, value, match):
+  with pytest.raises(ValueError, match=match):
+    controller.validate_config(_config(**{key: value}))
