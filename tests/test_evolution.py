@@ -232,6 +232,8 @@ def test_a_checkpoint_of_another_agent_is_refused(tmp_path):
     ('es.rollouts_per_candidate', 0, 'rollouts_per_candidate must be an integer >= 1, got 0'),
     ('num_workers', 0, r'config.num_workers must be an integer >= 1, got 0'),
     ('es.init_sigma', 0.0, 'init_sigma must be > 0'),
+    ('unit_timeout_s', 0.0, 'config.unit_timeout_s must be > 0, got 0.0'),
+    ('checkpoint_minutes', -1.0, 'config.checkpoint_minutes must be >= 0, got -1.0'),
     ('agent.top_k', 600, r'top_k \(600\) must be <= the number of patches \(529\)'),
 ])
 def test_bad_configs_are_named(key, value, match):

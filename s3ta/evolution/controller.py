@@ -51,8 +51,11 @@ def validate_config(config: Any) -> None:
       raise ValueError(f'config.{name} must be an integer >= {least}, got {value!r}.')
   if not (isinstance(es.init_sigma, (int, float)) and es.init_sigma > 0):
     raise ValueError(f'config.es.init_sigma must be > 0, got {es.init_sigma!r}.')
-  if not config.max_seconds > 0:
-    raise ValueError(f'config.max_seconds must be > 0, got {config.max_seconds!r}.')
+  for name, value in (('max_seconds', config.max_seconds), ('unit_timeout_s', config.unit_timeout_s)):
+    if not (isinstance(value, (int, float)) and value > 0):
+      raise ValueError(f'config.{name} must be > 0, got {value!r}.')
+  if not (isinstance(config.checkpoint_minutes, (int, float)) and config.checkpoint_minutes >= 0):
+    raise ValueError(f'config.checkpoint_minutes must be >= 0, got {config.checkpoint_minutes!r}.')
   policy.agent_config(config.agent, vision_tasks.OUTPUT_SIZES[config.task.name])  # sizes
 
 
