@@ -217,6 +217,23 @@ def test_the_controller_resumes_where_it_stopped(tmp_path):
   assert summary['generations'] == 4 and summary['worker_deaths'] == 0
 
 
+def test_a_generation_interrupted_after_ask_resumes_as_if_never_started(tmp_path):
+  straight = controller.Controller(_config(max_generations=3), str(tmp_path / 'straight'),
+                                   _inline_dispatcher(), log=lambda line: None, tensorboard=False)
+  straight.run()
+  calls = []
+  stop_in_generation_2 = lambda: calls.append(1) or len(calls) >= 5  # after its ask
+  interrupted = controller.Controller(_config(max_generations=3), str(tmp_path / 'split'),
+                                      _inline_dispatcher(), log=lambda line: None,
+                                      tensorboard=False)
+  assert interrupted.run(should_stop=stop_in_generation_2).stop_reason == 'stopped (signal)'
+  assert interrupted.state.counters['generation'] == 1
+  resumed = controller.Controller(_config(max_generations=3), str(tmp_path / 'split'),
+                                  _inline_dispatcher(), log=lambda line: None, tensorboard=False)
+  assert resumed.run().generations == 3
+  np.testing.assert_array_equal(cma_es.centre(resumed.state), cma_es.centre(straight.state))
+
+
 def test_a_checkpoint_of_another_agent_is_refused(tmp_path):
   controller.Controller(_config(max_generations=1), str(tmp_path), _inline_dispatcher(),
                         log=lambda line: None, tensorboard=False).run()

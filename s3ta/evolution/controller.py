@@ -20,6 +20,7 @@ import dataclasses
 import json
 import math
 import os
+import pickle
 import time
 from typing import Any, Callable, Optional
 
@@ -155,12 +156,17 @@ class Controller:
     """Scores and tells one generation; False if stopped before it completed."""
     start = time.monotonic()
     counters = self._counters()
+    # pycma cannot take back an `ask`: a strategy saved between ask and tell fails on its next
+    # ask (its step-size rule expects the samples it injected). An interrupted generation
+    # therefore restores this copy before anything is saved.
+    before_ask = pickle.dumps(self.state.strategy, protocol=pickle.HIGHEST_PROTOCOL)
     candidates = np.asarray(self.state.strategy.ask(), np.float64)
     seeds = training_seeds(self.config.seed, counters['generation'],
                            self.config.es.rollouts_per_candidate)
     results = self.dispatcher.run(
         population_units(candidates, seeds, self.dispatcher.live_workers), should_stop)
     if results is None:
+      self.state = self.state._replace(strategy=pickle.loads(before_ask))
       return False
     returns = np.concatenate([r[0] for r in results])  # [population, rollouts]
     fitness = returns.mean(axis=1)
