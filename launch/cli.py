@@ -90,6 +90,12 @@ def check_workdir(workdir: str, network_config) -> None:
   """Before a launch: `workdir` is creatable and writable, and its latest checkpoint (if any)
   decodes and was written for `network_config`. Raises ValueError (one sentence) otherwise,
   having changed nothing but creating the directory."""
+  check_writable(workdir)
+  checkpoint.check_restorable(checkpoint.checkpoint_dir(workdir), network_config)
+
+
+def check_writable(workdir: str) -> None:
+  """`workdir` is created if missing and accepts a file; ValueError (one sentence) otherwise."""
   try:
     if storage.is_remote(workdir):
       probe = storage.join(workdir, f'.write-test-{uuid.uuid4().hex}')
@@ -103,4 +109,3 @@ def check_workdir(workdir: str, network_config) -> None:
   except Exception as e:  # pylint: disable=broad-except  (OSError; tf.errors.* for remote paths)
     reason = getattr(e, 'strerror', None) or getattr(e, 'message', None) or e
     raise ValueError(f'workdir {workdir!r} is not a writable directory ({reason}).') from e
-  checkpoint.check_restorable(checkpoint.checkpoint_dir(workdir), network_config)

@@ -149,11 +149,9 @@ def main(argv) -> int:
   workdir = os.path.abspath(workdir)
   logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)  # no 'rocm'/'tpu' INFO lines
   try:
-    os.makedirs(workdir, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=workdir, prefix='.write-test-'):
-      pass
-  except OSError as e:
-    return _error(f'workdir {workdir!r} is not a writable directory ({e.strerror}).')
+    cli.check_writable(workdir)
+  except ValueError as e:
+    return _error(str(e))
   if _LAUNCH_TYPE.value == 'single':
     return run_single(config, workdir)
   return run_local_mp(config, workdir)
