@@ -50,14 +50,35 @@ def test_a_corner_entered_from_its_side_column_resets():
   assert sum(rewards) == 0.0 and maze.resets == 1 and maze.position == (0, 0)
 
 
-def test_shuttling_along_the_top_row_resets_and_returning_down_the_centre_pays():
+def test_shuttling_along_the_top_row_pays_nothing_and_returning_down_the_centre_pays():
   maze = TMaze()
-  rewards = _play(maze, LEFT_LOOP_TO_CORNER + [RIGHT] * 8)  # left corner, then straight across
-  assert sum(rewards) == 1.0 and maze.resets == 1 and maze.position == (8, 0)
+  rewards = _play(maze, LEFT_LOOP_TO_CORNER + [RIGHT] * 8 + [LEFT] * 8 + [RIGHT] * 8)
+  assert sum(rewards) == 1.0 and maze.resets == 0 and maze.position == (8, 0)
+  # A dip into the centre column from the top row is not coming up it from its bottom.
+  maze = TMaze()
+  rewards = _play(maze, LEFT_LOOP_TO_CORNER + [RIGHT] * 4 + [DOWN, UP] + [RIGHT] * 4)
+  assert sum(rewards) == 1.0 and maze.resets == 0
   # Back down the centre to its bottom and up again: as long as the figure 8, and paid.
   maze = TMaze()
   rewards = _play(maze, LEFT_LOOP_TO_CORNER + [RIGHT] * 4 + [DOWN] * 6 + RIGHT_TURN)
   assert [i for i, r in enumerate(rewards) if r] == [9, 29] and maze.resets == 0
+
+
+def test_stepping_back_into_the_corner_that_paid_is_neutral():
+  maze = TMaze()
+  rewards = _play(maze, LEFT_LOOP_TO_CORNER + [RIGHT, LEFT, DOWN, UP])  # out and back, twice
+  assert sum(rewards) == 1.0 and maze.resets == 0 and maze.armed
+  # The figure 8 still pays next, on the other side.
+  assert _play(maze, BACK_FROM_LEFT + RIGHT_TURN)[-1] == 1.0
+  # Coming up the centre and turning to the corner that just paid is the wrong location.
+  assert sum(_play(maze, BACK_FROM_RIGHT + RIGHT_TURN)) == 0.0 and maze.resets == 1
+
+
+def test_the_reward_corner_approached_up_its_side_column_resets():
+  maze = TMaze()
+  rewards = _play(maze, LEFT_LOOP_TO_CORNER + BACK_FROM_LEFT + [RIGHT] * 4 + [UP] * 6)
+  assert sum(rewards) == 1.0 and maze.resets == 1 and maze.position == (8, 0)
+  assert not maze.armed and maze.observation()[..., 1].sum() == 0  # no reward shown
 
 
 def test_blocked_moves_and_noop_keep_the_position():

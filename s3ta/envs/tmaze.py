@@ -8,20 +8,26 @@ corners L = (0, 0) and R = (8, 0). The optimal path is the figure 8: up the cent
 along the top to one corner (reward), down that side, back along the bottom, up the
 centre again and to the other corner (reward), and so on: one reward every 20 steps.
 
-The rules, as 002 describes them (our reading where it is brief):
-- A corner pays +1 when entered from the top row (coming from the centre), while the
-  maze is armed and it is the expected side: the side other than the last reward's
-  (either side before the first reward).
-- Coming from the centre means the agent has passed the bottom of the central column
-  since its last corner entry (the start counts). Without this, shuttling along the top
-  row from corner to corner paid every 8 steps (a PPO agent found it: 12.8 per episode
-  where the figure 8 pays 10); it is a wrong approach and resets. Returning down the
-  centre instead of a side is as long as the figure 8, so the optimum stays 1 / 20 steps.
-- Entering a corner from its side column (the wrong side), or going to the corner that
-  just paid (the wrong reward location), resets the maze: nothing is paid, and the
-  maze is disarmed until the agent completes a figure 8 without reward — two correct
-  corner entries on alternating sides. Then it is armed again, expecting the side
-  opposite to the last corner entered. The agent keeps its position through a reset.
+The rules: 002 names two mistakes, and only they reset the maze.
+- A corner pays +1 when the agent, having come up the central column from its bottom,
+  reaches the top and turns to the corner that holds the reward: the side other than
+  the last reward's (either side before the first reward). Coming up means stepping from
+  (4, 1) onto the top row after passing (4, 6) (the start counts) since the last corner.
+- Mistake 1, "the reward location approached from the wrong side": entering the corner
+  that holds the reward from its side column. Mistake 2, "reaches the top, but elects
+  to go towards the wrong reward location": coming up the centre and turning to the other
+  corner. Either resets the maze: nothing is paid, and the maze is disarmed until the
+  agent completes a figure 8 without reward — two corners reached by coming up the
+  centre, on alternating sides. Then it is armed again, expecting the side opposite to
+  the last of them. The agent keeps its position through a reset.
+- Any other corner entry is neutral: it pays nothing, resets nothing, and ends the trip
+  (the agent must pass the bottom of the centre again). So stepping back into the corner
+  that just paid, or shuttling along the top row from corner to corner (which paid every
+  8 steps under a reading without the "come up the centre" condition, and a PPO agent
+  found it), earns nothing. The optimum stays one reward per 20 steps.
+  An earlier reading (before this commit) also reset on these neutral entries; under it
+  a uniformly random policy had no second reward in 99.6 % of 1,000-step episodes,
+  because one stray step back into a corner demanded a full unrewarded figure 8.
 
 Observation: uint8 [5, 5, 3], the cells within radius 2 of the agent: channel 0 walls
 (also outside the grid), channel 1 a collectible reward (the expected corner(s) while
@@ -53,6 +59,10 @@ def walkable() -> np.ndarray:
   return grid
 
 
+def _other(corner: tuple[int, int]) -> tuple[int, int]:
+  return RIGHT_CORNER if corner == LEFT_CORNER else LEFT_CORNER
+
+
 class TMaze:
   """One T-maze: position and the reward state machine (see the module docstring)."""
 
@@ -66,24 +76,33 @@ class TMaze:
     self.expected: Optional[tuple[int, int]] = None  # None: either corner
     self.unrewarded: list[tuple[int, int]] = []  # correct entries since a reset
     self.via_centre = True  # passed the bottom of the centre column since the last corner
+    self.came_up_the_centre = False  # on the top row, having come up the centre from its bottom
     self.resets = 0
 
+  def _targets(self) -> tuple:
+    """The corners whose approach counts: the reward's, or the figure 8's next while disarmed."""
+    if self.armed:
+      return (LEFT_CORNER, RIGHT_CORNER) if self.expected is None else (self.expected,)
+    if not self.unrewarded:
+      return LEFT_CORNER, RIGHT_CORNER
+    return (_other(self.unrewarded[-1]),)
+
   def _corner_entered(self, corner, previous) -> float:
-    other = RIGHT_CORNER if corner == LEFT_CORNER else LEFT_CORNER
-    from_top_row = previous[1] == 0  # entered along the top row, from the centre
-    came_from_centre, self.via_centre = self.via_centre, False
-    if not (from_top_row and came_from_centre):
-      return self._reset()
+    came_up_the_centre, self.came_up_the_centre, self.via_centre = (
+        self.came_up_the_centre, False, False)
+    targets = self._targets()
+    if previous[1] != 0:  # from the side column
+      return self._reset() if corner in targets else 0.0  # the wrong side, or neutral
+    if not came_up_the_centre:
+      return 0.0  # along the top row without the choice at the top: neutral
+    if corner not in targets:
+      return self._reset()  # the wrong reward location
     if not self.armed:
-      if self.unrewarded and self.unrewarded[-1] == corner:
-        return self._reset()  # the same corner twice: not a figure 8
       self.unrewarded.append(corner)
       if len(self.unrewarded) == 2:  # a figure 8 completed without reward: armed again
-        self.armed, self.expected, self.unrewarded = True, other, []
+        self.armed, self.expected, self.unrewarded = True, _other(corner), []
       return 0.0
-    if self.expected not in (None, corner):
-      return self._reset()  # the wrong reward location
-    self.expected = other
+    self.expected = _other(corner)
     return 1.0
 
   def _reset(self) -> float:
@@ -99,7 +118,11 @@ class TMaze:
     previous, self.position = self.position, (x, y)
     if self.position == START:
       self.via_centre = True
-    if self.position in (LEFT_CORNER, RIGHT_CORNER) and previous != self.position:
+    if previous == (CENTRE_X, 1) and y == 0:
+      self.came_up_the_centre = self.via_centre  # at the top: the choice of side
+    elif y != 0:
+      self.came_up_the_centre = False  # left the top row
+    if self.position in (LEFT_CORNER, RIGHT_CORNER):
       return self._corner_entered(self.position, previous)
     return 0.0
 
