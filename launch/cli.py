@@ -9,8 +9,10 @@ or key and, for an unknown key, the closest valid keys at that level.
 import difflib
 import os
 import runpy
+import signal
 import sys
 import tempfile
+import threading
 import uuid
 from typing import Optional, Sequence
 
@@ -18,6 +20,32 @@ from absl import flags
 
 from s3ta.utils import checkpoint
 from s3ta.utils import storage
+
+
+SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def stop_on_signals(stop: threading.Event) -> list:
+  """Ctrl-C and SIGTERM set `stop`, so a run ends at its next check and saves.
+
+  A KeyboardInterrupt raised wherever the main thread happens to be can land inside
+  JAX's dispatch and leave a device buffer that never becomes ready (the run then
+  hangs), so the first signal only asks the loops to stop. A second one raises
+  KeyboardInterrupt at once (no final checkpoint). Returns the list the received
+  signal numbers are appended to.
+  """
+  received = []
+
+  def handler(signum, frame):
+    del frame
+    if received:
+      raise KeyboardInterrupt
+    received.append(signum)
+    stop.set()
+
+  for signum in SIGNAL_EXIT_CODES:
+    signal.signal(signum, handler)
+  return received
 
 
 def parse_flags(argv: Sequence[str]) -> list:

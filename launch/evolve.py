@@ -10,13 +10,13 @@ one `controller` node and `num_workers` courier `worker` nodes (a dead one is co
 its units go to the others); local runs are kept off the network (launch/isolation.py).
 Both write the same workdir (s3ta/evolution/controller.py) and resume from its latest
 checkpoint. Exit status: 0 done, 1 every worker died, 2 bad flag/config/workdir,
-130 Ctrl-C, 143 SIGTERM (both save a checkpoint of the last complete generation first).
+130 Ctrl-C, 143 SIGTERM (both save a checkpoint of the last complete generation first; a
+second signal stops at once without one).
 """
 
 import json
 import logging
 import os
-import signal
 import sys
 import tempfile
 import threading
@@ -29,7 +29,6 @@ from launch import cli
 from launch import isolation
 
 LAUNCH_TYPES = ('single', 'local_mp')
-SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 CPU_ONLY = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': '', 'TF_CPP_MIN_LOG_LEVEL': '2'}
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -43,37 +42,27 @@ def _print(line: str) -> None:
   print(line, flush=True)
 
 
-def _stop_event_on_signals() -> tuple:
-  """(event set by the first Ctrl-C/SIGTERM, list of the signals received)."""
-  stop, received = threading.Event(), []
-
-  def handler(signum, frame):
-    del frame
-    received.append(signum)
-    stop.set()
-
-  for signum in SIGNAL_EXIT_CODES:
-    signal.signal(signum, handler)
-  return stop, received
-
-
 def run_single(config, workdir: str) -> int:
   """Controller here, `num_workers` local worker processes."""
   from s3ta.evolution import controller as controller_lib  # pylint: disable=g-import-not-at-top  (JAX after flag checks)
   from s3ta.evolution import dispatch  # pylint: disable=g-import-not-at-top
   os.environ.update(CPU_ONLY)  # inherited by the spawned workers
-  stop, received = _stop_event_on_signals()
+  stop = threading.Event()
+  received = cli.stop_on_signals(stop)
   clients = [dispatch.LocalWorkerClient(config.to_dict(), f'worker_{i}')
              for i in range(config.num_workers)]
   try:
     dispatcher = dispatch.Dispatcher(clients, unit_timeout_s=config.unit_timeout_s, log=_print)
     controller = controller_lib.Controller(config, workdir, dispatcher, log=_print)
     summary = controller.run(should_stop=stop.is_set)
+  except KeyboardInterrupt:
+    _print('[evolve] interrupted twice: stopped without a final checkpoint.')
+    return cli.SIGNAL_EXIT_CODES[received[0]]
   finally:
     for client in clients:
       client.close(kill=bool(received))
   if received:
-    return SIGNAL_EXIT_CODES[received[0]]
+    return cli.SIGNAL_EXIT_CODES[received[0]]
   return 1 if summary.stop_reason.startswith('no workers') else 0
 
 

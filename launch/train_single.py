@@ -494,32 +494,6 @@ def _make_evaluator(config, workdir, network, published, rng_key, stop, tensorbo
 
 
 # ------------------------------------------------------------------ command line
-SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
-
-
-def _stop_on_signals(stop: threading.Event) -> list:
-  """Ctrl-C and SIGTERM set `stop`, so the run ends at its next check and saves.
-
-  A KeyboardInterrupt raised wherever the main thread happens to be can land inside
-  JAX's dispatch and leave a device buffer that never becomes ready (the run then
-  hangs), so the first signal only asks the loops to stop. A second one raises
-  KeyboardInterrupt at once (no final checkpoint). Returns the list the received
-  signal numbers are appended to.
-  """
-  received = []
-
-  def handler(signum, frame):
-    del frame
-    if received:
-      raise KeyboardInterrupt
-    received.append(signum)
-    stop.set()
-
-  for signum in SIGNAL_EXIT_CODES:
-    signal.signal(signum, handler)
-  return received
-
-
 def main(argv) -> None:
   from absl import flags  # pylint: disable=g-import-not-at-top  (flags exist only when run as a script)
   if len(argv) > 1:
@@ -542,7 +516,7 @@ def main(argv) -> None:
 
   logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)  # no 'rocm'/'tpu' INFO lines
   stop = threading.Event()
-  received = _stop_on_signals(stop)
+  received = cli.stop_on_signals(stop)
   code = 0
   try:
     result = train(config, workdir, stop=stop)
@@ -554,7 +528,7 @@ def main(argv) -> None:
   if received:
     name = {signal.SIGINT: 'interrupted by the user', signal.SIGTERM: 'terminated (SIGTERM)'}
     print(f'[train_single] {name[received[0]]}; saved a final checkpoint.', flush=True)
-    code = SIGNAL_EXIT_CODES[received[0]]
+    code = cli.SIGNAL_EXIT_CODES[received[0]]
   elif result.reason == 'non-finite':
     code = 1
   sys.exit(code)
