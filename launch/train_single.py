@@ -41,6 +41,7 @@ from launch import cli
 from launch import config_checks
 from launch import monitor as monitor_lib
 from launch.seeds import actor_env_seed
+from s3ta.acting.actor import actor_record
 from s3ta.acting.device_actor import DeviceActor, group_sizes, slice_batches
 from s3ta.acting.evaluator import Evaluator
 from s3ta.envs import factory
@@ -447,15 +448,11 @@ class _ActorLog:
     span = max(now - self._last, 1e-6)
     timers = dict(actor.timers)
     actor.timers = dict.fromkeys(timers, 0.0)
-    window = self._window
-    self._log(dict(
+    self._log(actor_record(
         actor_id=0, env_steps=actor.env_steps, frames=actor.env_steps * self._frames_per_step,
-        episodes=actor.episodes, window_episodes=len(window),
-        window_return_mean=float(np.mean(window)) if window else None,
+        episodes=actor.episodes, window_returns=self._window,
         frames_per_s=(actor.env_steps - self._steps_at_last) * self._frames_per_step / span,
-        param_version=version, pid=os.getpid(), elapsed_s=now - self._start,
-        **{f'timer/{k}': v for k, v in timers.items()},
-        **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra))
+        param_version=version, elapsed_s=now - self._start, timers=timers, span=span, **extra))
     self._window, self._last, self._steps_at_last = [], now, actor.env_steps
 
 

@@ -14,7 +14,7 @@ inference, write, params) go into the metrics records.
 import collections
 import os
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -26,6 +26,23 @@ from s3ta.replay import queue as replay
 
 RECENT_RETURNS = 1000  # episode returns an actor keeps in memory
 
+
+
+def actor_record(*, actor_id: int, env_steps: int, frames: int, episodes: int,
+                 window_returns: Sequence[float], frames_per_s: float, param_version: int,
+                 elapsed_s: float, timers: dict, span: float, **extra) -> dict:
+  """An actor's metrics record, as both trainers write it (curves and reports read these keys).
+
+  `window_returns` are the returns of the episodes since the last record; `timers` the
+  seconds spent in each acting phase over the last `span` seconds.
+  """
+  return dict(
+      actor_id=actor_id, env_steps=env_steps, frames=frames, episodes=episodes,
+      window_episodes=len(window_returns),
+      window_return_mean=float(np.mean(window_returns)) if len(window_returns) else None,
+      frames_per_s=frames_per_s, param_version=param_version, pid=os.getpid(),
+      elapsed_s=elapsed_s, **{f'timer/{k}': v for k, v in timers.items()},
+      **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra)
 
 class CourierParamsSource:
   """Fetches `{'version', 'params'}` from the learner over courier, never forever.
@@ -205,13 +222,10 @@ class Actor:
     if self._logger is None:
       return
     frames_per_batch_step = self._env.num_envs * self._frames_per_step
-    record = dict(
+    record = actor_record(
         actor_id=self._id, env_steps=self.env_steps * self._env.num_envs,
-        frames=self.env_steps * frames_per_batch_step, unrolls=self.unrolls,
-        episodes=self.episodes, window_episodes=len(returns),
-        window_return_mean=float(np.mean(returns)) if returns else None,
-        frames_per_s=steps * frames_per_batch_step / span, param_version=self.param_version,
-        pid=os.getpid(), **self._policy.stats(),
-        elapsed_s=elapsed, **{f'timer/{k}': v for k, v in timers.items()},
-        **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra)
+        frames=self.env_steps * frames_per_batch_step, episodes=self.episodes,
+        window_returns=returns, frames_per_s=steps * frames_per_batch_step / span,
+        param_version=self.param_version, elapsed_s=elapsed, timers=timers, span=span,
+        unrolls=self.unrolls, **self._policy.stats(), **extra)
     self._logger(dict(record, **fields) if fields else record)
