@@ -35,7 +35,6 @@ from typing import Callable, Optional
 import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
 
 import jax
-import numpy as np
 
 from launch import cli
 from launch import config_checks

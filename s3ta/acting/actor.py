@@ -27,7 +27,6 @@ from s3ta.replay import queue as replay
 RECENT_RETURNS = 1000  # episode returns an actor keeps in memory
 
 
-
 def actor_record(*, actor_id: int, env_steps: int, frames: int, episodes: int,
                  window_returns: Sequence[float], frames_per_s: float, param_version: int,
                  elapsed_s: float, timers: dict, span: float, **extra) -> dict:
@@ -43,6 +42,7 @@ def actor_record(*, actor_id: int, env_steps: int, frames: int, episodes: int,
       frames_per_s=frames_per_s, param_version=param_version, pid=os.getpid(),
       elapsed_s=elapsed_s, **{f'timer/{k}': v for k, v in timers.items()},
       **{f'timer_frac/{k}': v / span for k, v in timers.items()}, **extra)
+
 
 class CourierParamsSource:
   """Fetches `{'version', 'params'}` from the learner over courier, never forever.

@@ -25,7 +25,7 @@ The rules: 002 names two mistakes, and only they reset the maze.
   that just paid, or shuttling along the top row from corner to corner (which paid every
   8 steps under a reading without the "come up the centre" condition, and a PPO agent
   found it), earns nothing. The optimum stays one reward per 20 steps.
-  An earlier reading (before this commit) also reset on these neutral entries; under it
+  An earlier reading (before commit 11a52a6) also reset on these neutral entries; under it
   a uniformly random policy had no second reward in 99.6 % of 1,000-step episodes,
   because one stray step back into a corner demanded a full unrewarded figure 8.
 
@@ -130,8 +130,7 @@ class TMaze:
     size = 2 * RADIUS + 1
     frame = np.zeros((size, size, 3), np.uint8)
     frame[RADIUS, RADIUS, 2] = 255
-    visible = [c for c in (LEFT_CORNER, RIGHT_CORNER)
-               if self.armed and self.expected in (None, c)]
+    visible = self._targets() if self.armed else ()
     for row in range(size):
       for col in range(size):
         x, y = self.position[0] + col - RADIUS, self.position[1] + row - RADIUS
