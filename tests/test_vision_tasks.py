@@ -120,3 +120,25 @@ def test_car_racing_modifications_and_episode_rules():
   finally:
     for task in (plain, bars, blob, colours):
       task.close()
+
+
+def test_car_racing_fast_road_rendering_draws_gymnasiums_pixels():
+  """The numpy ground renderer gives gymnasium's frames bit for bit while tiles change colour."""
+  from gymnasium.envs.box2d import car_racing as gym_car_racing  # pylint: disable=g-import-not-at-top
+  from s3ta.envs import car_racing  # pylint: disable=g-import-not-at-top
+  reference, fast = gym_car_racing.CarRacing(continuous=True), car_racing._CarRacing(continuous=True)
+  try:
+    rng = np.random.default_rng(0)
+    for seed in (0, 3):
+      frames = [reference.reset(seed=seed)[0], fast.reset(seed=seed)[0]]
+      assert np.array_equal(*frames)
+      visited = 0.0
+      for _ in range(80):  # gas and steering: the car turns and visits tiles (their colour changes)
+        action = rng.uniform([-1.0, 0.3, 0.0], [1.0, 1.0, 0.1]).astype(np.float32)
+        (expected, reward, *_), (frame, *_) = reference.step(action), fast.step(action)
+        assert np.array_equal(frame, expected)
+        visited += max(reward, 0.0)
+      assert visited > 0  # tiles were visited, so recoloured tiles were drawn
+  finally:
+    reference.close()
+    fast.close()
