@@ -7,8 +7,9 @@ ARG '' (default): the recurrent baseline, a small ResNet over the 5 x 5 view and
 of 32 units with the previous action and reward (002's baseline is a 2-layer LSTM(32)).
 ARG 'attention': 002's attention-over-time agent, 4 heads (d_k 16, d_v 32) over the last
 32 views (`s3ta/networks/time_attention.py`). The optimal figure 8 pays one reward per
-20 steps: 50 per 1,000-step episode. 002 does not state an episode length; 1,000 steps
-leave a random walk time to find the second reward (5 % of episodes; 0.1 % at 200 steps).
+20 steps: 10 per 200-step episode. 002 does not state an episode length. 1,000 steps give a
+random walk more chances at the second reward (5 % of episodes against 0.1 % at 200), but
+under them both agents collapsed before learning even the first (BENCHMARKS.md, T-maze).
 """
 
 from experiments import atari_expert
@@ -20,7 +21,7 @@ def get_config(arg: str = ''):
     raise ValueError(f"Unknown tmaze argument {arg!r}; valid: ('', 'attention').")
   config = atari_expert.get_config('cpu')
   config.env.name = 'tmaze'
-  config.env.max_steps = 1000  # steps per episode
+  config.env.max_steps = 200  # steps per episode
   config.env.num_envs = 2  # per env group: 2 groups x 2 = 4 actors (002 Table 2)
   config.num_actors = 2
 
@@ -36,7 +37,7 @@ def get_config(arg: str = ''):
   config.single_machine.algorithm = 'ppo'
   config.unroll_length = 128  # horizon
   config.batch_size = 4  # one update per rollout of the 4 environments
-  config.ppo.num_minibatches = 1  # 4 envs x 128 steps (002: minibatch 32 x 4)
+  config.ppo.num_minibatches = 4  # of 1 env x 128 steps: 002's minibatch of 32 x 4 samples
   config.ppo.clip_epsilon = 0.2
   config.ppo.value_cost = 1.0
   config.ppo.max_abs_reward = 1.0
