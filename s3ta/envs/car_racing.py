@@ -13,10 +13,16 @@ is done, the car leaves the playfield, or after `max_steps` (004: 1000). Modific
 Bars and blob are drawn over the rendered 96 x 96 frame.
 """
 
+import os
+
+os.environ.setdefault('PYGAME_HIDE_SUPPORT_PROMPT', '1')  # no banner in every worker's log
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
 import pygame
 from gymnasium.envs.box2d import car_racing as gym_car_racing
 from pygame import gfxdraw
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 from s3ta.envs import vision_tasks
 
