@@ -34,13 +34,13 @@ def _loop_action(maze: tmaze.TMaze, side_at_top) -> int:
 
 
 def play(policy: str, steps: int, rng: np.random.Generator) -> float:
-  maze, total, last_side = tmaze.TMaze(), 0.0, [None]
+  maze, total, last_side = tmaze.TMaze(), 0.0, None
 
   def random_side():
     return int(rng.choice((LEFT, RIGHT)))
 
-  def opposite_side():
-    return random_side() if last_side[0] is None else (RIGHT if last_side[0] == LEFT else LEFT)
+  def opposite_side():  # reads `last_side` as the loop below last set it
+    return random_side() if last_side is None else (RIGHT if last_side == LEFT else LEFT)
 
   for _ in range(steps):
     if policy == 'random':
@@ -49,7 +49,7 @@ def play(policy: str, steps: int, rng: np.random.Generator) -> float:
       action = _loop_action(maze, random_side if policy == 'navigate' else opposite_side)
     total += maze.step(action)
     if maze.position in (tmaze.LEFT_CORNER, tmaze.RIGHT_CORNER):
-      last_side[0] = LEFT if maze.position == tmaze.LEFT_CORNER else RIGHT
+      last_side = LEFT if maze.position == tmaze.LEFT_CORNER else RIGHT
   return total
 
 
