@@ -33,7 +33,10 @@ def get_config(arg: str = ''):
   config.num_actors = 2  # 2 groups x 4 = 8 environments (002 Table 1: 8 actors)
 
   config.network.kind = 'mlp'  # FC baseline; 'gawrl'/'dawrl': 003's agents; 'cnn1d'/'acnn'
-  config.network.mlp_hidden = (64, 64)
+  # FC sized like g-AWRL on Pong (91.7 K vs 93.6 K inference parameters; 002 matches its
+  # baselines' counts, Table 3, and its FC ends in 32 units): `python -m s3ta.analysis
+  # parameter-counts --config=experiments/ram_features.py`. cnn1d's defaults match already.
+  config.network.mlp_hidden = (288, 256, 32)
 
   config.single_machine.algorithm = 'ppo'
   config.unroll_length = 128  # PPO horizon

@@ -47,7 +47,7 @@ from s3ta.envs import factory
 from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step, ppo
 from s3ta.learning.progress import (STOP_REASONS, Counters, StepStats, StopRule,
                                     nonfinite_halt_message)
-from s3ta.networks import make_network, parameter_count
+from s3ta.networks import make_network, parameter_count, parameter_counts
 from s3ta.utils import checkpoint as checkpoint_lib
 from s3ta.utils import metrics as metrics_lib
 
@@ -335,8 +335,10 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
   eval_stop = threading.Event()  # set when training stops; cleared for the final evaluation
   evaluator = _make_evaluator(config, workdir, network, published, eval_key, eval_stop,
                               tensorboard, seed=actor_env_seed(config.seed, len(sizes), num_envs))
+  counts = parameter_counts(state.params)
   log(f'[train_single] {settings.algorithm}, {config.network.kind} network ({parameter_count(state.params):,} '
-      f'parameters) on {device.platform}:{device.id}; {num_envs} envs in {len(sizes)} groups, '
+      f'parameters: inference {counts["inference"]:,}, policy {counts["policy"]:,}, value '
+      f'{counts["value"]:,}) on {device.platform}:{device.id}; {num_envs} envs in {len(sizes)} groups, '
       f'observation {observation_shape}, unroll {config.unroll_length}, batch {config.batch_size}, '
       f'{num_envs // config.batch_size} updates per unroll, policy lag {settings.policy_lag} '
       f'unroll(s)')

@@ -11,6 +11,7 @@ Subcommands (paper 000 section in brackets):
   patch-video       GIF of an evolved AttentionAgent's top-K patches (paper 004, Fig. 1)
   patch-importance  histogram of its top-5 % patch importances over test episodes (004 Fig. 6)
   generalisation    its mean and std on the original and modified environments (004 Tables 3-4)
+  parameter-counts  a config's networks by sub-network, beside 002's Tables 3-4 (no checkpoint)
 
 Without --checkpoint the agent is randomly initialised (every output says so).
 Bad inputs print one `error: ...` line and exit with status 2.
@@ -28,6 +29,7 @@ from PIL import Image
 
 from s3ta.analysis import feature_attention as feature_attention_lib
 from s3ta.analysis import numerics, render, rollout
+from s3ta.analysis import parameter_counts as parameter_counts_lib
 from s3ta.analysis import patches as patches_lib
 from s3ta.analysis.rollout import log
 from s3ta.envs import vision_tasks
@@ -451,6 +453,25 @@ def generalisation(args) -> None:
     _wrote(path)
 
 
+def parameter_counts(args) -> None:
+  config = parameter_counts_lib.load_config(args.config)
+  kinds = [k.strip() for k in args.kinds.split(',') if k.strip()]
+  rows = parameter_counts_lib.table(config, kinds)
+  env = config.env
+  where = f"{env.name} {env.get('game', '')}".strip()
+  text = parameter_counts_lib.markdown(rows, f'Learnable parameters on {where}, config {args.config}')
+  print(text)
+  if args.out:
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, 'parameter_counts.md'), 'w') as f:
+      f.write(text + '\n')
+    with open(os.path.join(args.out, 'parameter_counts.csv'), 'w', newline='') as f:
+      writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+      writer.writeheader()
+      writer.writerows(rows)
+    _wrote(args.out)
+
+
 COMMANDS = {
     'attention-video': attention_video,
     'what-where': what_where,
@@ -462,6 +483,7 @@ COMMANDS = {
     'patch-video': patch_video,
     'patch-importance': patch_importance,
     'generalisation': generalisation,
+    'parameter-counts': parameter_counts,
 }
 
 
@@ -542,12 +564,18 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument('--episodes', type=int, default=100, help='test episodes per environment (004: 100).')
   p.add_argument('--modifications', default='all', help="comma-separated variants, or 'all'.")
   p.add_argument('--envs', type=int, default=4, help='environments played in lockstep.')
+
+  p = sub.add_parser('parameter-counts', help="a config's networks by sub-network (002 Tables 3-4).")
+  p.add_argument('--config', required=True, help='experiment config file, path/to/config.py[:arg].')
+  p.add_argument('--kinds', default='gawrl,dawrl,mlp,cnn1d,acnn',
+                 help='comma-separated network kinds (config.network.kind values).')
+  p.add_argument('--out', default=None, help='also write parameter_counts.md/.csv here.')
   return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = build_parser().parse_args(argv)
-  if args.scale < 1 or args.fps <= 0:
+  if getattr(args, 'scale', 1) < 1 or getattr(args, 'fps', 1.0) <= 0:
     print('error: --scale must be >= 1 and --fps > 0.', file=sys.stderr)
     return 2
   start = time.time()

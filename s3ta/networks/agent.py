@@ -486,3 +486,18 @@ def make_network(config: Any, num_actions: int, observation_shape: Sequence[int]
 
 def parameter_count(params) -> int:
   return int(sum(np.prod(p.shape) for p in jax.tree_util.tree_leaves(params)))
+
+
+def parameter_counts(params) -> dict[str, int]:
+  """Learnable parameters by sub-network, as paper 002 counts them (Tables 3-4).
+
+  'policy' and 'value' are the output layers of the two heads (`head/policy`,
+  `head/value`); 'inference' is everything before them (torso, core and the head's
+  shared hidden layer).
+  """
+  counts = {'inference': 0, 'policy': 0, 'value': 0}
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    modules = tuple(str(getattr(key, 'key', key)) for key in path[:-1])
+    part = modules[-1] if modules[-2:] in (('head', 'policy'), ('head', 'value')) else 'inference'
+    counts[part] += int(np.prod(leaf.shape))
+  return counts
