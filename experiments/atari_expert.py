@@ -36,6 +36,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.env.num_threads = 0  # EnvPool threads per actor (0: EnvPool's choice)
   config.env.ram_history = 4  # atari_ram: agent steps of each feature's history (T)
   config.env.random_features = 0  # atari_ram: random bytes appended as irrelevant features
+  config.env.random_kind = 'uniform'  # atari_ram: 'uniform' bytes (002) or 'periodic' sines (003)
   config.env.feature_shuffle_seed = 0  # atari_ram: fixes the feature order for a run
   config.env.distractors = 0  # atari_ram: other instances of the game whose features are appended
   config.env.distractor_policy = ''  # atari_ram: who plays them ('random'); needed if distractors

@@ -4,6 +4,7 @@ Usage:
   python -m launch.train_single --config=experiments/ram_features.py[:GAME[,N]] --workdir=DIR \
       [--config.network.kind=mlp|gawrl|dawrl|cnn1d|acnn] [--config.network.awrl_attention=both|content|address]
       [--config.env.distractors=3 --config.env.distractor_policy=random]   # 003's distractor games
+      [--config.env.random_kind=periodic]   # 003's slowly varying random features (002: uniform)
 
 GAME: one of s3ta.envs.atari_ram.FEATURES (default Pong); N: random bytes appended as
 irrelevant features (002: 0, 8, 32, 128). Observations are each feature's last 4

@@ -73,6 +73,28 @@ def test_order_is_fixed_by_the_shuffle_seed_and_random_features_are_fresh_bytes(
   assert len(np.unique(latest)) > 20  # 48 bytes drawn afresh, not a constant
 
 
+def test_periodic_random_features_are_slow_full_range_sines_of_their_own():
+  env = atari_ram.RamFeatureEnv('Pong', 2, seed=3, random_features=6, random_kind='periodic')
+  rows = [j for j, n in enumerate(env.feature_names) if n.startswith('random_')]
+  first = env.reset().observation[:, rows, -1, 0]
+  series = np.stack([first] + [env.step(np.zeros(2, np.int64)).observation[:, rows, -1, 0]
+                               for _ in range(300)]).astype(int)  # [t, env, feature]
+  # 003: no large change from one step to the next (period >= 16 steps: <= 50 of 255) ...
+  assert np.abs(np.diff(series, axis=0)).max() <= 51
+  # ... yet each sweeps the whole byte range within 300 steps (period <= 256).
+  assert series.min(axis=0).max() <= 5 and series.max(axis=0).min() >= 250
+  assert not np.array_equal(series[:, 0], series[:, 1])  # each env its own periods and phases
+  # A sine through its first samples: 127.5 (1 + sin(w t + phi)) for one fitted w, phi.
+  t, values = np.arange(301), series[:, 0, 0] / 127.5 - 1.0
+  spectrum = np.abs(np.fft.rfft(values, n=8192))
+  w = 2 * np.pi * np.argmax(spectrum) / 8192
+  basis = np.stack([np.sin(w * t), np.cos(w * t)], axis=1)
+  coefficients = np.linalg.lstsq(basis, values, rcond=None)[0]
+  assert np.abs(basis @ coefficients - values).max() < 0.1
+  again = atari_ram.RamFeatureEnv('Pong', 2, seed=3, random_features=6, random_kind='periodic')
+  np.testing.assert_array_equal(again.reset().observation[:, rows, -1, 0], first)
+
+
 def test_episode_end_then_a_first_step_as_the_pixel_backends():
   env = atari_ram.RamFeatureEnv('Pong', 1, seed=0, max_episode_steps=5, noop_max=1)
   env.reset()
@@ -103,6 +125,8 @@ def test_factory_builds_it_and_the_mlp_network_takes_its_observations():
                            "('Asteroids', 'Breakout', 'DemonAttack', 'Pong')"),
     ({'random_features': 2000}, 'random_features must be an integer in [0, 1024], got 2000'),
     ({'ram_history': 0}, 'ram_history must be an integer in [1, 64], got 0'),
+    ({'random_kind': 'gaussian'},
+     "random_kind must be one of ('uniform', 'periodic'), got 'gaussian'"),
     ({'frame_stack': 4}, 'frame_stack must be 1 for atari_ram'),
 ])
 def test_bad_ram_settings_are_named(override, message):

@@ -12,8 +12,10 @@ first; a new episode fills its history with its first value). F is the game's
 features, then those of `distractors` other instances of the same game (003's
 distractor environments: the agent acts in one instance only; the others are played
 by `distractor_policy`, today 'random', uniformly random actions), then
-`random_features` bytes drawn uniformly at random every step (002's irrelevant
-features), in an order shuffled by `shuffle_seed` and fixed for the run (002 App. D);
+`random_features` irrelevant bytes: drawn uniformly at random every step
+(`random_kind='uniform'`, 002) or each a sine of its own period and phase
+(`'periodic'`, 003: "sampled from different periodic functions to prevent large
+changes in the same feature within single frame updates"), in an order shuffled by `shuffle_seed` and fixed for the run (002 App. D);
 `feature_names` gives the order. Networks scale bytes by 1/255, as they
 do pixels, so the features reach them in [0, 1].
 
@@ -54,10 +56,12 @@ MAX_RANDOM_FEATURES = 1024
 MAX_HISTORY = 64
 MAX_DISTRACTORS = 7
 DISTRACTOR_POLICIES = ('random',)  # who plays the distractor instances
+RANDOM_KINDS = ('uniform', 'periodic')  # 002's random bytes, 003's periodic ones
+PERIODS = (16.0, 256.0)  # agent steps: the periodic features' periods, log-uniform in this range
 
 
 def check_options(game: str, history: int, random_features: int, distractors: int = 0,
-                  distractor_policy: str = '') -> None:
+                  distractor_policy: str = '', random_kind: str = 'uniform') -> None:
   """Raises ValueError naming the first bad value (game, history, random features, distractors)."""
   if game not in FEATURES:
     raise ValueError(f"no RAM feature table for game {game!r}; games with one: "
@@ -67,6 +71,8 @@ def check_options(game: str, history: int, random_features: int, distractors: in
   if not isinstance(random_features, int) or not 0 <= random_features <= MAX_RANDOM_FEATURES:
     raise ValueError(f'random_features must be an integer in [0, {MAX_RANDOM_FEATURES}], got '
                      f'{random_features!r}.')
+  if random_kind not in RANDOM_KINDS:
+    raise ValueError(f'random_kind must be one of {RANDOM_KINDS}, got {random_kind!r}.')
   if not isinstance(distractors, int) or not 0 <= distractors <= MAX_DISTRACTORS:
     raise ValueError(f'distractors must be an integer in [0, {MAX_DISTRACTORS}], got '
                      f'{distractors!r}.')
@@ -102,11 +108,11 @@ class RamFeatureEnv:
 
   def __init__(self, game: str, num_envs: int, seed: int, *, history: int = 4,
                random_features: int = 0, shuffle_seed: int = 0, distractors: int = 0,
-               distractor_policy: str = '',
+               distractor_policy: str = '', random_kind: str = 'uniform',
                frame_skip: int = atari.FRAME_SKIP, noop_max: int = 30,
                max_episode_steps: int = atari.MAX_EPISODE_FRAMES // atari.FRAME_SKIP,
                full_action_space: bool = False, repeat_action_probability: float = 0.0):
-    check_options(game, history, random_features, distractors, distractor_policy)
+    check_options(game, history, random_features, distractors, distractor_policy, random_kind)
     atari.check_options(num_envs=num_envs, max_episode_steps=max_episode_steps,
                         frame_skip=frame_skip, noop_max=noop_max, num_threads=0,
                         repeat_action_probability=repeat_action_probability)
@@ -139,6 +145,14 @@ class RamFeatureEnv:
                                                    distractors)
     self.observation_shape = (len(self.feature_names), history, 1)
     self._rng = np.random.default_rng(seed)  # no-op counts and random features
+    # 'periodic': env i's random feature j is a sine of period P[i, j] and phase phi[i, j]
+    # in its agent steps, 127.5 (1 + sin(2 pi t / P + phi)): one step moves it by at most
+    # 127.5 * 2 pi / 16 = 50 of 255.
+    self._periodic = random_kind == 'periodic'
+    periods = np.exp(self._rng.uniform(*np.log(PERIODS), (num_envs, random_features)))
+    self._angular_speed = 2 * np.pi / periods
+    self._phase = self._rng.uniform(0, 2 * np.pi, (num_envs, random_features))
+    self._clock = np.zeros(num_envs, np.int64)  # agent steps of env i, across episodes
     self._history = np.zeros((num_envs, len(self.feature_names), history), np.uint8)
     self._ended = np.zeros(num_envs, bool)
     self._pending: Optional[np.ndarray] = None
@@ -146,7 +160,11 @@ class RamFeatureEnv:
   def _features(self, i: int) -> np.ndarray:
     games = [self._ales[i]] + self._distractors[i]
     real = [ale.getRAM()[self._addresses] for ale in games]
-    noise = self._rng.integers(0, 256, self._random_features, dtype=np.uint8)
+    if self._periodic:
+      angle = self._angular_speed[i] * self._clock[i] + self._phase[i]
+      noise = np.round(127.5 * (1.0 + np.sin(angle))).astype(np.uint8)
+    else:
+      noise = self._rng.integers(0, 256, self._random_features, dtype=np.uint8)
     return np.concatenate(real + [noise])[self._perm]
 
   def _step_distractors(self, i: int) -> None:
@@ -195,6 +213,7 @@ class RamFeatureEnv:
     reward = np.zeros(self.num_envs, np.float32)
     is_first = self._ended.copy()
     last = np.zeros(self.num_envs, bool)
+    self._clock += 1
     for i, ale in enumerate(self._ales):
       self._step_distractors(i)  # they run on through the agent's episode boundaries
       if is_first[i]:  # the step after an episode's last one starts the next (reward 0)

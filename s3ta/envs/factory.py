@@ -98,7 +98,8 @@ def _validate_ram(env_config, stack: int) -> None:
     atari_ram.check_options(env_config['game'], _get(env_config, 'ram_history', 4),
                             _get(env_config, 'random_features', 0),
                             _get(env_config, 'distractors', 0),
-                            _get(env_config, 'distractor_policy', ''))
+                            _get(env_config, 'distractor_policy', ''),
+                            _get(env_config, 'random_kind', 'uniform'))
     atari.check_options(
         num_envs=_get(env_config, 'num_envs', 1),
         max_episode_steps=_get(env_config, 'max_episode_steps', 1),
@@ -136,6 +137,7 @@ def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optiona
         shuffle_seed=int(_get(env_config, 'feature_shuffle_seed', 0)),
         distractors=int(_get(env_config, 'distractors', 0)),
         distractor_policy=str(_get(env_config, 'distractor_policy', '')),
+        random_kind=str(_get(env_config, 'random_kind', 'uniform')),
         full_action_space=bool(_get(env_config, 'full_action_space', False)),
         frame_skip=int(_get(env_config, 'frame_skip', atari.FRAME_SKIP)),
         noop_max=int(_get(env_config, 'noop_max', 30)),
