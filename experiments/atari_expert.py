@@ -39,7 +39,8 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.env.random_kind = 'uniform'  # atari_ram: 'uniform' bytes (002) or 'periodic' sines (003)
   config.env.feature_shuffle_seed = 0  # atari_ram: fixes the feature order for a run
   config.env.distractors = 0  # atari_ram: other instances of the game whose features are appended
-  config.env.distractor_policy = ''  # atari_ram: who plays them ('random'); needed if distractors
+  config.env.distractor_policy = ''  # atari_ram: who plays them ('random' | 'checkpoint')
+  config.env.distractor_checkpoint = ''  # atari_ram: with 'checkpoint', a run trained on the game alone
 
   config.network = ml_collections.ConfigDict()  # passed to NetworkConfig.from_dict (Table 2)
   config.network.kind = 's3ta'  # s3ta | fixed_query | l2_keys | resnet | resnet_lstm

@@ -3,7 +3,8 @@
 Usage:
   python -m launch.train_single --config=experiments/ram_features.py[:GAME[,N]] --workdir=DIR \
       [--config.network.kind=mlp|gawrl|dawrl|cnn1d|acnn] [--config.network.awrl_attention=both|content|address]
-      [--config.env.distractors=3 --config.env.distractor_policy=random]   # 003's distractor games
+      [--config.env.distractors=3 --config.env.distractor_policy=random|checkpoint \
+       --config.env.distractor_checkpoint=WORKDIR_OF_A_RUN_ON_THE_GAME_ALONE]   # 003's distractor games
       [--config.env.random_kind=periodic]   # 003's slowly varying random features (002: uniform)
 
 GAME: one of s3ta.envs.atari_ram.FEATURES (default Pong); N: random bytes appended as

@@ -173,3 +173,68 @@ def test_distractor_games_append_their_features_and_run_on_their_own():
   with pytest.raises(ValueError, match=r'distractors must be an integer in \[0, 7\], got 9'):
     factory.validate({'name': 'atari_ram', 'game': 'Pong', 'distractors': 9,
                       'distractor_policy': 'random'})
+
+
+def _feature_agent_checkpoint(workdir, press: int, shuffle_seed: int, **env_overrides):
+  """A checkpoint of an FC agent trained on Pong's features alone that always presses `press`."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from experiments import ram_features  # pylint: disable=g-import-not-at-top
+  from s3ta.analysis.rollout import training_state_template  # pylint: disable=g-import-not-at-top
+  from s3ta.utils import checkpoint  # pylint: disable=g-import-not-at-top
+  config = ram_features.get_config('Pong')
+  config.env.feature_shuffle_seed = shuffle_seed
+  config.env.update(env_overrides)
+  config.network.mlp_hidden = (8,)
+  num_actions, shape = factory.env_spec(config.env)
+  network = make_network(config.network.to_dict(), num_actions, shape)
+  state = training_state_template(network, config.to_dict())
+  state = jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), state)
+  params = jax.tree_util.tree_map(np.array, network.init(jax.random.PRNGKey(0)))  # writable
+  policy = params['core']['head']['policy']
+  policy['kernel'][:] = 0.0
+  policy['bias'][:] = np.where(np.arange(num_actions) == press, 50.0, 0.0)  # p(press) ~ 1
+  checkpoint.save(checkpoint.checkpoint_dir(str(workdir)), 7, state._replace(params=params),
+                  config=config, network_config=config.network.to_dict())
+  return str(workdir)
+
+
+def test_distractor_games_played_by_a_trained_agent_move_as_it_plays(tmp_path):
+  # Pong's minimal actions: 2 (RIGHT) moves the paddle up, 3 (LEFT) down.
+  up = _feature_agent_checkpoint(tmp_path / 'up', press=2, shuffle_seed=5)
+  down = _feature_agent_checkpoint(tmp_path / 'down', press=3, shuffle_seed=6)
+  heights = {}
+  for name, run in (('up', up), ('down', down)):
+    config = {'name': 'atari_ram', 'game': 'Pong', 'distractors': 2, 'num_envs': 2,
+              'distractor_policy': 'checkpoint', 'distractor_checkpoint': run,
+              'feature_shuffle_seed': 1, 'noop_max': 1}
+    env = factory.make_env(config, 2, seed=0)
+    player = env._player  # pylint: disable=protected-access
+    names = env.feature_names
+    env.reset()
+    for _ in range(60):
+      step = env.step(np.zeros(2, np.int64))  # the agent stands still
+    latest = step.observation[:, :, -1, 0]  # [env, feature]
+    # The appended rows are the player's games, read back in the game's own order.
+    own = player.env.feature_names  # the trained agent's order
+    games = player.env._history[:, :, -1].reshape(2, 2, -1)  # pylint: disable=protected-access
+    for env_i in range(2):
+      for d in (1, 2):
+        for feature in ('player_y', 'ball_x', 'enemy_y'):
+          assert latest[env_i, names.index(f'distractor{d}_{feature}')] == (
+              games[env_i, d - 1, own.index(feature)])
+    heights[name] = [latest[i, names.index(f'distractor{d}_player_y')] for i in range(2)
+                     for d in (1, 2)]
+    env.close()
+  assert max(heights['up']) + 100 < min(heights['down']), heights  # the agent steers them
+
+
+def test_a_distractor_checkpoint_of_another_task_is_named(tmp_path):
+  config = {'name': 'atari_ram', 'game': 'Pong', 'distractors': 1,
+            'distractor_policy': 'checkpoint'}
+  with pytest.raises(ValueError, match='distractor_checkpoint must name the workdir'):
+    factory.validate(config)
+  with pytest.raises(ValueError, match='does not exist'):
+    factory.make_env(dict(config, distractor_checkpoint=str(tmp_path / 'none')), 1, seed=0)
+  noisy = _feature_agent_checkpoint(tmp_path / 'noisy', press=0, shuffle_seed=0, random_features=8)
+  with pytest.raises(ValueError, match=r"it was trained on .*'random_features': 8"):
+    factory.make_env(dict(config, distractor_checkpoint=noisy), 1, seed=0)

@@ -11,7 +11,8 @@ Observation: uint8 [F, T, 1], feature f's byte over the last T agent steps (olde
 first; a new episode fills its history with its first value). F is the game's
 features, then those of `distractors` other instances of the same game (003's
 distractor environments: the agent acts in one instance only; the others are played
-by `distractor_policy`, today 'random', uniformly random actions), then
+by `distractor_policy`: 'random', uniformly random actions, or 'checkpoint', a trained
+agent's policy, `s3ta/acting/distractor_player.py`, as 003 does), then
 `random_features` irrelevant bytes: drawn uniformly at random every step
 (`random_kind='uniform'`, 002) or each a sine of its own period and phase
 (`'periodic'`, 003: "sampled from different periodic functions to prevent large
@@ -55,7 +56,7 @@ FEATURES = {
 MAX_RANDOM_FEATURES = 1024
 MAX_HISTORY = 64
 MAX_DISTRACTORS = 7
-DISTRACTOR_POLICIES = ('random',)  # who plays the distractor instances
+DISTRACTOR_POLICIES = ('random', 'checkpoint')  # who plays the distractor instances
 RANDOM_KINDS = ('uniform', 'periodic')  # 002's random bytes, 003's periodic ones
 PERIODS = (16.0, 256.0)  # agent steps: the periodic features' periods, log-uniform in this range
 
@@ -109,10 +110,14 @@ class RamFeatureEnv:
   def __init__(self, game: str, num_envs: int, seed: int, *, history: int = 4,
                random_features: int = 0, shuffle_seed: int = 0, distractors: int = 0,
                distractor_policy: str = '', random_kind: str = 'uniform',
+               distractor_player=None,
                frame_skip: int = atari.FRAME_SKIP, noop_max: int = 30,
                max_episode_steps: int = atari.MAX_EPISODE_FRAMES // atari.FRAME_SKIP,
                full_action_space: bool = False, repeat_action_probability: float = 0.0):
     check_options(game, history, random_features, distractors, distractor_policy, random_kind)
+    if (distractor_policy == 'checkpoint' and distractors > 0) != (distractor_player is not None):
+      raise ValueError("distractor_policy 'checkpoint' needs a distractor_player (the trained "
+                       'agent playing the distractor games), and only it.')
     atari.check_options(num_envs=num_envs, max_episode_steps=max_episode_steps,
                         frame_skip=frame_skip, noop_max=noop_max, num_threads=0,
                         repeat_action_probability=repeat_action_probability)
@@ -133,8 +138,10 @@ class RamFeatureEnv:
 
     self._ales = [make_ale(seed + i) for i in range(num_envs)]
     # Env i's distractor games, each its own seed stream (never an agent env's seed).
+    # With a `distractor_player` (a trained agent), it owns and steps those games instead.
+    self._player = distractor_player
     self._distractors = [[make_ale(seed + 1_000_003 * d + i) for d in range(1, distractors + 1)]
-                         for i in range(num_envs)]
+                         for i in range(num_envs)] if self._player is None else [[]] * num_envs
     actions = (self._ales[0].getLegalActionSet() if full_action_space
                else self._ales[0].getMinimalActionSet())
     self._action_set = list(actions)
@@ -143,6 +150,7 @@ class RamFeatureEnv:
     self._random_features = random_features
     self.feature_names, self._perm = feature_order(game, random_features, shuffle_seed,
                                                    distractors)
+    self.feature_order_permutation = self._perm  # position j shows unshuffled feature perm[j]
     self.observation_shape = (len(self.feature_names), history, 1)
     self._rng = np.random.default_rng(seed)  # no-op counts and random features
     # 'periodic': env i's random feature j is a sine of period P[i, j] and phase phi[i, j]
@@ -160,6 +168,8 @@ class RamFeatureEnv:
   def _features(self, i: int) -> np.ndarray:
     games = [self._ales[i]] + self._distractors[i]
     real = [ale.getRAM()[self._addresses] for ale in games]
+    if self._player is not None:
+      real += list(self._player.features()[i])
     if self._periodic:
       angle = self._angular_speed[i] * self._clock[i] + self._phase[i]
       noise = np.round(127.5 * (1.0 + np.sin(angle))).astype(np.uint8)
@@ -214,6 +224,8 @@ class RamFeatureEnv:
     is_first = self._ended.copy()
     last = np.zeros(self.num_envs, bool)
     self._clock += 1
+    if self._player is not None:
+      self._player.step()
     for i, ale in enumerate(self._ales):
       self._step_distractors(i)  # they run on through the agent's episode boundaries
       if is_first[i]:  # the step after an episode's last one starts the next (reward 0)
@@ -236,3 +248,6 @@ class RamFeatureEnv:
 
   def close(self) -> None:
     self._ales, self._distractors = [], []
+    if self._player is not None:
+      self._player.close()
+      self._player = None

@@ -107,10 +107,43 @@ def _validate_ram(env_config, stack: int) -> None:
         noop_max=_get(env_config, 'noop_max', 30), num_threads=0)
   except ValueError as e:
     raise ValueError(f'config.env.{e}') from e
+  if (_get(env_config, 'distractors', 0) and _get(env_config, 'distractor_policy', '') == 'checkpoint'
+      and not _get(env_config, 'distractor_checkpoint', '')):
+    raise ValueError("config.env.distractor_checkpoint must name the workdir or checkpoint of an "
+                     "agent trained on the game's features alone, to play distractor_policy "
+                     "'checkpoint'; got ''.")
   if stack != 1:
     raise ValueError('config.env.frame_stack must be 1 for atari_ram (the features carry '
                      f'their own history, config.env.ram_history), got {stack}.')
   atari_ram.import_ale()
+
+
+def _ram_env(env_config, num_envs: int, seed: int, max_episode_steps: Optional[int]):
+  """RAM-feature Atari; distractor games played by a trained agent when the config says so."""
+  stepping = dict(frame_skip=int(_get(env_config, 'frame_skip', atari.FRAME_SKIP)),
+                  noop_max=int(_get(env_config, 'noop_max', 30)),
+                  max_episode_steps=int(max_episode_steps or _get(
+                      env_config, 'max_episode_steps', atari.MAX_EPISODE_FRAMES // atari.FRAME_SKIP)))
+  history, distractors = int(_get(env_config, 'ram_history', 4)), int(_get(env_config, 'distractors', 0))
+  policy = str(_get(env_config, 'distractor_policy', ''))
+  player = None
+  if distractors and policy == 'checkpoint':
+    # Lazy: the player restores a network (JAX, checkpoints); only this option needs it.
+    from s3ta.acting.distractor_player import CheckpointDistractors  # pylint: disable=g-import-not-at-top
+    try:
+      player = CheckpointDistractors(
+          str(_get(env_config, 'distractor_checkpoint', '')), env_config['game'], num_envs,
+          distractors, seed + 1_000_003, history=history, **stepping)
+    except FileNotFoundError as e:
+      raise ValueError(f'config.env.distractor_checkpoint: {e}') from e
+  return atari_ram.RamFeatureEnv(
+      env_config['game'], num_envs, seed, history=history,
+      random_features=int(_get(env_config, 'random_features', 0)),
+      shuffle_seed=int(_get(env_config, 'feature_shuffle_seed', 0)),
+      distractors=distractors, distractor_policy=policy,
+      random_kind=str(_get(env_config, 'random_kind', 'uniform')),
+      full_action_space=bool(_get(env_config, 'full_action_space', False)),
+      distractor_player=player, **stepping)
 
 
 def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optional[int] = None,
@@ -131,18 +164,7 @@ def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optiona
     env = _SplitStep(BatchedTMaze(num_envs, max_steps=int(_get(env_config, 'max_steps', 200)),
                                   seed=seed))
   elif env_name(env_config) == 'atari_ram':
-    env = atari_ram.RamFeatureEnv(
-        env_config['game'], num_envs, seed, history=int(_get(env_config, 'ram_history', 4)),
-        random_features=int(_get(env_config, 'random_features', 0)),
-        shuffle_seed=int(_get(env_config, 'feature_shuffle_seed', 0)),
-        distractors=int(_get(env_config, 'distractors', 0)),
-        distractor_policy=str(_get(env_config, 'distractor_policy', '')),
-        random_kind=str(_get(env_config, 'random_kind', 'uniform')),
-        full_action_space=bool(_get(env_config, 'full_action_space', False)),
-        frame_skip=int(_get(env_config, 'frame_skip', atari.FRAME_SKIP)),
-        noop_max=int(_get(env_config, 'noop_max', 30)),
-        max_episode_steps=int(max_episode_steps or _get(env_config, 'max_episode_steps',
-                                                        atari.MAX_EPISODE_FRAMES // atari.FRAME_SKIP)))
+    env = _ram_env(env_config, num_envs, seed, max_episode_steps)
   else:
     if backend(env_config) == 'ale':
       from s3ta.envs.ale import AleAtariEnv as env_class  # pylint: disable=g-import-not-at-top  (lazy: ale-py optional)
