@@ -50,10 +50,27 @@ def test_attention_module_matches_a_numpy_computation(selection_only):
     weights /= weights.sum(-1, keepdims=True)
     mixed = np.einsum('bhij,bjhd->bihd', weights, e)
   up = dense('upscale', mixed.reshape(2, 6, 6))
-  normed = (up - up.mean(-1, keepdims=True)) / np.sqrt(up.var(-1, keepdims=True) + 1e-6)
+  # g-AWRL normalises each token; d-AWRL a sample's tokens together (keeping each a_i).
+  axes = (-2, -1) if selection_only else -1
+  normed = (up - up.mean(axes, keepdims=True)) / np.sqrt(up.var(axes, keepdims=True) + 1e-6)
   normed = normed * np.asarray(params['norm']['scale']) + np.asarray(params['norm']['bias'])
   np.testing.assert_allclose(maps, weights, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(out, normed, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('kind', ['gawrl', 'dawrl'])
+def test_policies_start_near_uniform_at_paper_sizes(kind):
+  # d-AWRL once summed its 32 normalised tokens into the heads: logits up to 46 at
+  # initialisation, a deterministic policy before any update, and PPO never recovered.
+  network = make_network({'kind': kind}, 6, (8, 4, 1))  # Pong: 8 features x 4 steps
+  params = network.init(jax.random.PRNGKey(0))
+  observation = np.random.default_rng(0).integers(0, 256, (64, 8, 4, 1)).astype(np.uint8)
+  inputs = AgentInput(observation[None], np.zeros((1, 64), np.int32),
+                      np.zeros((1, 64), np.float32), np.zeros((1, 64), bool))
+  logits = np.asarray(network.unroll(params, inputs, network.initial_state(64))[0].logits[0])
+  log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  entropy = -(np.exp(log_p) * log_p).sum(-1)
+  assert entropy.mean() >= 0.7 * np.log(6), entropy.mean()
 
 
 def test_map_shapes_and_normalisation():

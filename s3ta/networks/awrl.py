@@ -12,15 +12,19 @@ normalisation layer (003 Sec. 5).
   heads.
 - d-AWRL (`dawrl`): selection only. Each head's map keeps only the diagonal of
   Q K^T / sqrt(d_k), a softmax over the tokens (a 1-D map), so token i becomes
-  a_i * e_i and no two tokens mix; the tokens are summed, and since the heads are
-  linear, value and logits are sums of per-token contributions (003 Eq. 6).
+  a_i * e_i and no two tokens mix. No hidden layer follows: the flattened tokens go
+  straight into the linear policy and value heads, so value and logits are sums of
+  per-token terms with each token's own weights, V = sum_i W^i s_i (003 Eq. 6).
 
 `awrl_attention` conditions the queries and keys on 'both' (content and address),
 'content' only or 'address' only (003 Experiment 3; with 'address' every map is static);
 the embeddings always see both. In 'content' mode the first layer's tokens carry no
 position at all for q and k, and later layers attend from the mixed tokens.
 Deviation from 003: LayerNorm instead of batch normalisation, so that an actor's
-single step and the learner's batch compute the same function.
+single step and the learner's batch compute the same function. g-AWRL normalises each
+token; d-AWRL normalises over all of a sample's tokens together, because a per-token
+norm would divide each a_i * e_i by its own scale and erase the selection (batch norm,
+with statistics over the batch, keeps it).
 """
 
 from typing import Any
@@ -74,7 +78,10 @@ class AttentionModule(nn.Module):
       mixed = jnp.einsum('bhij,bjhd->bihd', weights, embeddings.astype(jnp.float32))
     mixed = mixed.reshape(batch, length, self.num_heads * self.key_size).astype(self.dtype)
     upscaled = nn.Dense(self.model_size, dtype=self.dtype, name='upscale')(mixed)
-    return nn.LayerNorm(dtype=jnp.float32, name='norm')(upscaled.astype(jnp.float32)), weights
+    # Selection only: statistics over tokens and channels, so token i keeps its weight a_i.
+    axes = (-2, -1) if self.selection_only else -1
+    norm = nn.LayerNorm(reduction_axes=axes, feature_axes=-1, dtype=jnp.float32, name='norm')
+    return norm(upscaled.astype(jnp.float32)), weights
 
 
 class AWRLTorso(nn.Module):
@@ -105,7 +112,7 @@ class AWRLTorso(nn.Module):
                                      selection_only, dtype, name=f'attention_{i}')(
                                          tokens, attend_from)
       first_maps = maps if first_maps is None else first_maps
-    if selection_only:  # value and logits become sums of per-token contributions
-      return tokens.sum(axis=1), first_maps
     flat = tokens.reshape(batch, -1).astype(dtype)
+    if selection_only:  # the linear heads make value and logits sums of per-token terms
+      return flat, first_maps
     return nn.relu(nn.Dense(cfg.awrl_hidden, dtype=dtype, name='output')(flat)), first_maps
