@@ -9,6 +9,8 @@ repeat 4), as IMPALA does.
   python benchmarks/learner.py --kind=nature --observation_shape=84,84,4 --num_actions=6 \
       --batch_size=16 --unroll_length=20   # the fast baseline (experiments/atari_fast.py)
   python benchmarks/learner.py --batch_size=128 --remat --analyze_only   # memory and FLOPs
+  python benchmarks/learner.py --algorithm=ppo --kind=gawrl --observation_shape=8,4,1 \
+      --num_actions=6 --batch_size=8 --unroll_length=128   # 002/003's PPO update on Pong features
 
 Every run also reports XLA's own figures for the compiled step: its memory analysis
 (temporary buffers = activations kept for the backward pass, arguments, outputs) and
@@ -17,6 +19,9 @@ counts a while loop's body once, so the scanned recurrent core enters that count
 one of its T + 1 steps: the FLOPs (and the MFU) are lower bounds; the ConvTorso, applied
 to all frames outside the loop, is counted in full.
 `--analyze_only` compiles without running, so it sizes configurations that do not fit.
+With `--algorithm=ppo` a step is one PPO update of the [T + 1, B] rollout (PPOConfig's
+defaults: 3 epochs x 4 minibatches of jitted steps, plus the pass that computes GAE), timed
+only (its host loop has no single compiled function for XLA's figures).
 """
 
 import argparse
@@ -28,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from s3ta.learning import LearnerConfig, Trajectory, init_training_state, make_sgd_step
+from s3ta.learning import LearnerConfig, Trajectory, init_training_state, make_sgd_step, ppo
 from s3ta.networks import NetworkConfig, make_network, parameter_count
 
 ACTION_REPEAT = 4
@@ -70,26 +75,39 @@ def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
 
 def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
         observation_shape=(210, 160, 3), num_actions: int = 18, remat: bool = False,
-        analyze_only: bool = False, peak_tflops: float = 0.0) -> dict:
+        analyze_only: bool = False, peak_tflops: float = 0.0, algorithm: str = 'impala') -> dict:
   network = make_network(NetworkConfig(kind=kind, dtype=dtype, remat=remat), num_actions,
                          observation_shape)
-  config = LearnerConfig()
-  header = {'kind': kind, 'dtype': dtype, 'remat': remat, 'batch_size': batch_size,
-            'unroll_length': unroll_length, 'device': str(jax.devices()[0])}
-  analysis = xla_analysis(network, config, unroll_length, batch_size)
-  if analyze_only:
-    return dict(header, **analysis)
-  state = init_training_state(network, config, jax.random.PRNGKey(0))
-  sgd_step = make_sgd_step(network, config)
+  header = {'algorithm': algorithm, 'kind': kind, 'dtype': dtype, 'remat': remat,
+            'batch_size': batch_size, 'unroll_length': unroll_length,
+            'device': str(jax.devices()[0])}
+  if algorithm == 'ppo':
+    config = ppo.PPOConfig()
+    if batch_size % config.num_minibatches:
+      raise ValueError(f'--batch_size ({batch_size}) must be a multiple of PPO\'s '
+                       f'{config.num_minibatches} minibatches.')
+    if analyze_only:
+      raise ValueError('--analyze_only sizes the IMPALA sgd_step; PPO updates run a host loop of '
+                       'jitted minibatch steps (use --algorithm=impala).')
+    analysis = {}
+    state = ppo.init_training_state(network, config, jax.random.PRNGKey(0))
+    sgd_step = ppo.make_ppo_update(network, config)
+  else:
+    config = LearnerConfig()
+    analysis = xla_analysis(network, config, unroll_length, batch_size)
+    if analyze_only:
+      return dict(header, **analysis)
+    state = init_training_state(network, config, jax.random.PRNGKey(0))
+    sgd_step = make_sgd_step(network, config)
   batch = jax.device_put(synthetic_batch(network, unroll_length, batch_size))
   start = time.perf_counter()
   state, metrics = sgd_step(state, batch)
-  jax.block_until_ready(metrics)
+  jax.block_until_ready((state, metrics))
   compile_s = time.perf_counter() - start
   start = time.perf_counter()
   for _ in range(steps):
     state, metrics = sgd_step(state, batch)
-  jax.block_until_ready(metrics)
+  jax.block_until_ready((state, metrics))
   seconds = (time.perf_counter() - start) / steps
   agent_steps = unroll_length * batch_size
   result = dict(
@@ -107,6 +125,8 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--algorithm', default='impala', choices=['impala', 'ppo'],
+                      help="impala: one V-trace sgd_step; ppo: one PPO update (002's epochs and minibatches)")
   parser.add_argument('--kind', default='s3ta')
   parser.add_argument('--batch_size', type=int, default=32)
   parser.add_argument('--unroll_length', type=int, default=50)
@@ -134,9 +154,14 @@ def main():
                  f'{args.observation_shape!r}')
   if args.num_actions < 1:
     parser.error(f'--num_actions must be >= 1, got {args.num_actions}')
-  print(json.dumps(run(args.kind, args.batch_size, args.unroll_length, args.steps, args.dtype,
-                       observation_shape=shape, num_actions=args.num_actions, remat=args.remat,
-                       analyze_only=args.analyze_only, peak_tflops=args.peak_tflops)))
+  try:
+    result = run(args.kind, args.batch_size, args.unroll_length, args.steps, args.dtype,
+                 observation_shape=shape, num_actions=args.num_actions, remat=args.remat,
+                 analyze_only=args.analyze_only, peak_tflops=args.peak_tflops,
+                 algorithm=args.algorithm)
+  except ValueError as e:  # a bad combination of options: one line, exit 2
+    parser.error(str(e))
+  print(json.dumps(result))
 
 
 if __name__ == '__main__':
