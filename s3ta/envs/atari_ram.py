@@ -16,9 +16,9 @@ agent's policy, `s3ta/acting/distractor_player.py`, as 003 does), then
 `random_features` irrelevant bytes: drawn uniformly at random every step
 (`random_kind='uniform'`, 002) or each a sine of its own period and phase
 (`'periodic'`, 003: "sampled from different periodic functions to prevent large
-changes in the same feature within single frame updates"), in an order shuffled by `shuffle_seed` and fixed for the run (002 App. D);
-`feature_names` gives the order. Networks scale bytes by 1/255, as they
-do pixels, so the features reach them in [0, 1].
+changes in the same feature within single frame updates"), in an order shuffled by
+`shuffle_seed` and fixed for the run (002 App. D); `feature_names` gives the order.
+Networks scale bytes by 1/255, as they do pixels, so the features reach them in [0, 1].
 
 Stepping matches the pixel backends (`s3ta/envs/atari.py`): action repeat `frame_skip`
 (rewards summed), up to `noop_max` no-ops at an episode's start, the minimal or full
@@ -157,9 +157,10 @@ class RamFeatureEnv:
     # in its agent steps, 127.5 (1 + sin(2 pi t / P + phi)): one step moves it by at most
     # 127.5 * 2 pi / 16 = 50 of 255.
     self._periodic = random_kind == 'periodic'
-    periods = np.exp(self._rng.uniform(*np.log(PERIODS), (num_envs, random_features)))
-    self._angular_speed = 2 * np.pi / periods
-    self._phase = self._rng.uniform(0, 2 * np.pi, (num_envs, random_features))
+    if self._periodic:  # drawn only here, so 'uniform' runs keep their random streams
+      periods = np.exp(self._rng.uniform(*np.log(PERIODS), (num_envs, random_features)))
+      self._angular_speed = 2 * np.pi / periods
+      self._phase = self._rng.uniform(0, 2 * np.pi, (num_envs, random_features))
     self._clock = np.zeros(num_envs, np.int64)  # agent steps of env i, across episodes
     self._history = np.zeros((num_envs, len(self.feature_names), history), np.uint8)
     self._ended = np.zeros(num_envs, bool)
