@@ -60,3 +60,18 @@ def test_time_attention_maps_over_past_views_and_bad_uses_are_named(tmp_path):
   baseline = tmaze.get_config('')
   _checkpoint(tmp_path / 'lstm', baseline)
   assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "lstm"}', f'--out={out}']) == 2
+
+
+def test_the_agent_runner_steps_a_feature_agent_and_records_its_maps(tmp_path):
+  config = ram_features.get_config('Pong')
+  config.network.kind = 'dawrl'
+  _checkpoint(tmp_path / 'run', config)
+  from s3ta.analysis import rollout  # pylint: disable=g-import-not-at-top
+  env = factory.make_env(config.env, 2, seed=0)
+  agent = rollout.restore_agent(str(tmp_path / 'run'), env.num_actions, env.observation_shape)
+  runner = rollout.AgentRunner(agent, env, seed=0)
+  record, step = runner.step()
+  assert record.attention.shape == (4, 32)  # heads x (8 features x 4 steps): selection maps
+  assert record.queries is None and record.keys is None  # no spatial queries or keys
+  assert step.observation.shape == (2, 8, 4, 1)
+  runner.close()

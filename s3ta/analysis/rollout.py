@@ -326,8 +326,9 @@ class AgentRunner:
         logits=np.asarray(outputs.logits[0]), value=float(outputs.value[0]),
         reward=float(self._env_step.reward[0]), is_first=bool(self._env_step.is_first[0]),
         attention=np.asarray(outputs.attention[0]) if has_attention else None,
-        queries=np.asarray(outputs.queries[0]) if has_attention else None,
-        keys=np.asarray(keys[0]) if has_attention else None)
+        # The feature agents (002/003) have maps but no spatial queries or keys.
+        queries=np.asarray(outputs.queries[0]) if outputs.queries is not None else None,
+        keys=np.asarray(keys[0]) if keys is not None else None)
     self._prev_action = action
     self._env_step = self.env.step(action)
     return record, self._env_step
