@@ -47,7 +47,7 @@ from s3ta.envs import factory
 from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step, ppo
 from s3ta.learning.progress import (STOP_REASONS, Counters, StepStats, StopRule,
                                     nonfinite_halt_message)
-from s3ta.networks import make_network, parameter_count, parameter_counts
+from s3ta.networks import make_network, parameter_counts
 from s3ta.utils import checkpoint as checkpoint_lib
 from s3ta.utils import metrics as metrics_lib
 
@@ -336,7 +336,7 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
   evaluator = _make_evaluator(config, workdir, network, published, eval_key, eval_stop,
                               tensorboard, seed=actor_env_seed(config.seed, len(sizes), num_envs))
   counts = parameter_counts(state.params)
-  log(f'[train_single] {settings.algorithm}, {config.network.kind} network ({parameter_count(state.params):,} '
+  log(f'[train_single] {settings.algorithm}, {config.network.kind} network ({sum(counts.values()):,} '
       f'parameters: inference {counts["inference"]:,}, policy {counts["policy"]:,}, value '
       f'{counts["value"]:,}) on {device.platform}:{device.id}; {num_envs} envs in {len(sizes)} groups, '
       f'observation {observation_shape}, unroll {config.unroll_length}, batch {config.batch_size}, '

@@ -140,6 +140,8 @@ class RamFeatureEnv:
     # Env i's distractor games, each its own seed stream (never an agent env's seed).
     # With a `distractor_player` (a trained agent), it owns and steps those games instead.
     self._player = distractor_player
+    # Its games' features [num_envs, distractors, F], read once per agent step, not per env.
+    self._played = distractor_player.features() if distractor_player is not None else None
     self._distractors = [[make_ale(seed + 1_000_003 * d + i) for d in range(1, distractors + 1)]
                          for i in range(num_envs)] if self._player is None else [[]] * num_envs
     actions = (self._ales[0].getLegalActionSet() if full_action_space
@@ -169,8 +171,8 @@ class RamFeatureEnv:
   def _features(self, i: int) -> np.ndarray:
     games = [self._ales[i]] + self._distractors[i]
     real = [ale.getRAM()[self._addresses] for ale in games]
-    if self._player is not None:
-      real += list(self._player.features()[i])
+    if self._played is not None:
+      real += list(self._played[i])
     if self._periodic:
       angle = self._angular_speed[i] * self._clock[i] + self._phase[i]
       noise = np.round(127.5 * (1.0 + np.sin(angle))).astype(np.uint8)
@@ -227,6 +229,7 @@ class RamFeatureEnv:
     self._clock += 1
     if self._player is not None:
       self._player.step()
+      self._played = self._player.features()
     for i, ale in enumerate(self._ales):
       self._step_distractors(i)  # they run on through the agent's episode boundaries
       if is_first[i]:  # the step after an episode's last one starts the next (reward 0)
