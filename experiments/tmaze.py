@@ -22,6 +22,7 @@ def get_config(arg: str = ''):
   config = atari_expert.get_config('cpu')
   config.env.name = 'tmaze'
   config.env.max_steps = 200  # steps per episode
+  config.env.start = 'centre'  # or 'random': a walkable cell per episode (002 names none)
   config.env.num_envs = 2  # per env group: 2 groups x 2 = 4 actors (002 Table 2)
   config.num_actors = 2
 

@@ -126,3 +126,27 @@ def test_the_tmaze_config_builds_its_agent():
   assert make_network(attention.network.to_dict(), 5, (5, 5, 96)).config.kind == 'time_attention'
   with pytest.raises(ValueError, match="Unknown tmaze argument 'big'"):
     tmaze.get_config('big')
+
+
+def test_random_starts_cover_the_maze_and_must_reach_the_centre_bottom_first():
+  starts = {TMaze('random', seed).position for seed in range(200)}
+  assert len(starts) == walkable().sum() and all(walkable()[y, x] for x, y in starts)
+  env = BatchedTMaze(3, max_steps=4, seed=7, start='random')
+  frames = {env.reset().observation.tobytes() for _ in range(10)}
+  assert len(frames) > 1  # each reset draws new start cells
+  # From the bottom of the left column: up its side to the reward corner is mistake 1 ...
+  maze = TMaze('random', 0)
+  maze.position, maze.via_centre = (0, 6), False
+  assert sum(_play(maze, [UP] * 6)) == 0.0 and maze.resets == 1
+  # ... and up the centre without having passed its bottom pays nothing.
+  maze = TMaze('random', 0)
+  maze.position, maze.via_centre = (4, 3), False
+  assert sum(_play(maze, [UP] * 3 + [LEFT] * 4)) == 0.0 and maze.resets == 0
+  # Along the bottom to the centre, then up and to a corner: the first reward.
+  maze = TMaze('random', 0)
+  maze.position, maze.via_centre = (0, 6), False
+  assert _play(maze, [RIGHT] * 4 + LEFT_LOOP_TO_CORNER)[-1] == 1.0
+  with pytest.raises(ValueError, match="Unknown config.env.start 'middle'; valid"):
+    factory.make_env({'name': 'tmaze', 'start': 'middle'}, 1, 0)
+  with pytest.raises(ValueError, match="Unknown tmaze start 'middle'"):
+    TMaze('middle')

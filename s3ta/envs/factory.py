@@ -15,6 +15,7 @@ from typing import Any, Optional
 from s3ta.envs import atari
 from s3ta.envs import atari_ram
 from s3ta.envs.catch import BatchedCatch
+from s3ta.envs import tmaze
 from s3ta.envs.tmaze import BatchedTMaze
 
 ENV_NAMES = ('atari', 'catch', 'atari_ram', 'tmaze')
@@ -70,6 +71,9 @@ def validate(env_config) -> None:
   if name == 'atari_ram':
     _validate_ram(env_config, stack)
     return
+  if name == 'tmaze' and _get(env_config, 'start', 'centre') not in tmaze.STARTS:
+    raise ValueError(f"Unknown config.env.start {_get(env_config, 'start')!r}; "
+                     f'valid: {tmaze.STARTS}.')
   if name != 'atari':
     return
   chosen = backend(env_config)
@@ -162,7 +166,7 @@ def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optiona
     env = _SplitStep(env)
   elif env_name(env_config) == 'tmaze':
     env = _SplitStep(BatchedTMaze(num_envs, max_steps=int(_get(env_config, 'max_steps', 200)),
-                                  seed=seed))
+                                  seed=seed, start=_get(env_config, 'start', 'centre')))
   elif env_name(env_config) == 'atari_ram':
     env = _ram_env(env_config, num_envs, seed, max_episode_steps)
   else:

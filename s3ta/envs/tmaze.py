@@ -34,6 +34,13 @@ Observation: uint8 [5, 5, 3], the cells within radius 2 of the agent: channel 0 
 armed), channel 2 the agent (the centre). Values are 0 or 255. Episodes last
 `max_steps` steps; like Catch, the last step carries the reward, discount 0, `last` and
 `is_first` together, and already shows the next episode's first observation.
+
+Start cell: 002 does not state one. `start='centre'` (the default) puts the agent at the
+bottom of the central column, where the first reward is one walk up the centre away;
+`start='random'` draws a walkable cell per episode (seeded), so the first reward can need
+the loop's far half (down a side, along the bottom, up the centre) — the part of the
+figure 8 that agents starting at the centre never learned (BENCHMARKS.md, T-maze). A
+random start has not passed the bottom of the centre, unless it is that cell.
 """
 
 from typing import Optional
@@ -49,6 +56,7 @@ LEFT_CORNER, RIGHT_CORNER = (0, 0), (WIDTH - 1, 0)
 RADIUS = 2
 MOVES = ((0, 0), (0, -1), (1, 0), (0, 1), (-1, 0))  # no-op, up, right, down, left
 OPTIMAL_STEPS_PER_REWARD = 20
+STARTS = ('centre', 'random')
 
 
 def walkable() -> np.ndarray:
@@ -66,16 +74,25 @@ def _other(corner: tuple[int, int]) -> tuple[int, int]:
 class TMaze:
   """One T-maze: position and the reward state machine (see the module docstring)."""
 
-  def __init__(self):
+  def __init__(self, start: str = 'centre', seed=0):  # seed: an int or a SeedSequence
+    if start not in STARTS:
+      raise ValueError(f'Unknown tmaze start {start!r}; valid: {STARTS}.')
     self._walkable = walkable()
+    self._start = start
+    self._cells = [(int(x), int(y)) for y, x in zip(*np.nonzero(self._walkable))]
+    self._rng = np.random.default_rng(seed)
     self.reset()
 
   def reset(self) -> None:
-    self.position = START
+    if self._start == 'random':
+      self.position = self._cells[self._rng.integers(len(self._cells))]
+    else:
+      self.position = START
     self.armed = True
     self.expected: Optional[tuple[int, int]] = None  # None: either corner
     self.unrewarded: list[tuple[int, int]] = []  # correct entries since a reset
-    self.via_centre = True  # passed the bottom of the centre column since the last corner
+    # Passed the bottom of the centre column since the last corner (the start counts).
+    self.via_centre = self.position == START
     self.came_up_the_centre = False  # on the top row, having come up the centre from its bottom
     self.resets = 0
 
@@ -147,14 +164,14 @@ class BatchedTMaze:
   num_actions = len(MOVES)
   observation_shape = (2 * RADIUS + 1, 2 * RADIUS + 1, 3)
 
-  def __init__(self, num_envs: int, max_steps: int = 200, seed: int = 0):
+  def __init__(self, num_envs: int, max_steps: int = 200, seed: int = 0, start: str = 'centre'):
     if num_envs < 1:
       raise ValueError(f'num_envs must be >= 1, got {num_envs}.')
     if max_steps < 1:
       raise ValueError(f'tmaze max_steps must be >= 1, got {max_steps}.')
-    del seed  # the maze is deterministic
     self.num_envs, self.max_steps = num_envs, max_steps
-    self._mazes = [TMaze() for _ in range(num_envs)]
+    seeds = np.random.SeedSequence(seed).spawn(num_envs)  # random starts differ per maze
+    self._mazes = [TMaze(start, seed) for seed in seeds]
     self._steps = np.zeros(num_envs, np.int64)
 
   def _observations(self) -> np.ndarray:
