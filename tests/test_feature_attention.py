@@ -5,10 +5,12 @@ import csv
 import os
 
 import jax
+import numpy as np
 import pytest
 
 from experiments import ram_features, tmaze
 from s3ta.analysis import cli
+from s3ta.analysis import feature_attention
 from s3ta.analysis.rollout import training_state_template
 from s3ta.envs import factory
 from s3ta.networks import make_network
@@ -56,10 +58,32 @@ def test_time_attention_maps_over_past_views_and_bad_uses_are_named(tmp_path):
                    '--steps=3']) == 0
   rows = _read_csv(out)
   assert rows[0] == ['head'] + [f't-{31 - i}' for i in range(32)] and len(rows) == 5
+  with open(os.path.join(out, 'reward_attention.csv')) as f:
+    assert [row['head'] for row in csv.DictReader(f)] == ['0', '1', '2', '3']
   assert cli.main(['feature-attention', f'--out={out}']) == 2  # no checkpoint
   baseline = tmaze.get_config('')
   _checkpoint(tmp_path / 'lstm', baseline)
   assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "lstm"}', f'--out={out}']) == 2
+
+
+def test_reward_attention_is_the_mass_on_past_reward_views_against_their_share():
+  observation = np.zeros((5, 5, 4 * 3), np.uint8)  # 4 views, oldest first
+  observation[0, 4, 1 * 3 + 1] = 255  # view 1 shows the reward; view 2 only a wall
+  observation[2, 2, 2 * 3 + 0] = 255
+  np.testing.assert_array_equal(feature_attention.reward_views(observation),
+                                [False, True, False, False])
+  shown = np.array([[False, True, False, False],   # a sighting in the window
+                    [False, False, False, True],   # only the newest view: left out
+                    [True, True, False, False]])
+  maps = np.array([[[0.1, 0.6, 0.1, 0.2], [0.25] * 4],
+                   [[0.0, 0.0, 0.0, 1.0]] * 2,
+                   [[0.3, 0.3, 0.2, 0.2], [0.25] * 4]])  # [steps, heads, views]
+  head0, head1 = feature_attention.reward_attention(maps, shown)
+  assert head0['steps'] == head1['steps'] == 2
+  assert head0['mass'] == pytest.approx((0.6 + 0.6) / 2)
+  assert head0['share'] == pytest.approx((1 / 4 + 2 / 4) / 2)
+  assert head0['lift'] == pytest.approx(0.6 / 0.375)
+  assert head1['lift'] == pytest.approx(1.0)  # uniform attention: no lift
 
 
 def test_the_agent_runner_steps_a_feature_agent_and_records_its_maps(tmp_path):

@@ -403,11 +403,11 @@ def feature_attention(args) -> None:
   _positive(args, 'steps')
   if args.checkpoint is None:
     raise ValueError('feature-attention needs --checkpoint (the run knows its environment).')
-  kind, labels, maps, returns = feature_attention_lib.record(args.checkpoint, args.steps,
-                                                             args.seed, args.greedy)
+  kind, labels, maps, returns, shown = feature_attention_lib.record(
+      args.checkpoint, args.steps, args.seed, args.greedy)
   title = (f'{kind} attention, {args.steps} steps of {args.checkpoint}'
            + (f'; episode returns {returns}' if returns else ''))
-  for path in feature_attention_lib.write(kind, labels, maps, args.out, title):
+  for path in feature_attention_lib.write(kind, labels, maps, args.out, title, shown):
     _wrote(path)
 
 

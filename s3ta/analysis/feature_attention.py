@@ -9,10 +9,14 @@ config) with its agent and writes, per head:
 - attention over time (`time_attention`): the weight of each past view at every step,
   rows = steps, columns = views from oldest to newest (002 Fig. 6).
 Output: `feature_attention.png` and `feature_attention.csv` (the averaged maps, labelled).
+For the T-maze, `reward_attention.csv` adds 002's Fig. 6 test: per head, the attention mass
+on the past views that show the collectible reward, against those views' share of the window
+(lift > 1: the head looks at the reward's sightings more than at other views).
 """
 
 import csv
 import os
+from typing import Optional
 
 import jax
 import numpy as np
@@ -35,8 +39,37 @@ def token_labels(env, kind: str, observation_shape) -> list[str]:
   return [f'{name}@t-{history - 1 - t}' for name in names for t in range(history)]
 
 
+def reward_views(observation: np.ndarray) -> np.ndarray:
+  """[views] bool: which stacked T-maze views (3 channels each, oldest first) show a reward."""
+  height, width, channels = observation.shape
+  return observation.reshape(height, width, channels // 3, 3)[..., 1].any(axis=(0, 1))
+
+
+def reward_attention(maps: np.ndarray, shown: np.ndarray) -> list[dict]:
+  """Per head: mean attention mass on reward-showing views and their mean share of the window.
+
+  `maps` [steps, heads, views], `shown` [steps, views]; only steps whose window holds a
+  reward sighting count, and the newest view is left out (it is the query's own view).
+  """
+  past = shown[:, :-1]
+  keep = past.any(axis=1)
+  rows = []
+  for head in range(maps.shape[1]):
+    if not keep.any():
+      rows.append(dict(head=head, steps=0, mass=float('nan'), share=float('nan'), lift=float('nan')))
+      continue
+    mass = (maps[keep, head, :-1] * past[keep]).sum(axis=1).mean()
+    share = past[keep].mean(axis=1).mean() * (past.shape[1] / shown.shape[1])
+    rows.append(dict(head=head, steps=int(keep.sum()), mass=float(mass), share=float(share),
+                     lift=float(mass / share)))
+  return rows
+
+
 def record(checkpoint: str, steps: int, seed: int = 0, greedy: bool = False):
-  """(kind, labels, maps [steps, heads, ...], returns) of `steps` steps of the run's agent."""
+  """(kind, labels, maps [steps, heads, ...], returns, shown) of `steps` steps of the run's agent.
+
+  `shown` [steps, views] marks the T-maze views that show a reward (None for other agents).
+  """
   config = read_metadata(find_checkpoint(checkpoint)).get('config') or {}
   env_config = config.get('env') or {}
   env = factory.make_env(env_config, 1, seed)
@@ -51,8 +84,10 @@ def record(checkpoint: str, steps: int, seed: int = 0, greedy: bool = False):
     state = agent.network.initial_state(1)
     rng = jax.random.PRNGKey(seed)
     env_step, prev_action = env.reset(), np.zeros(1, np.int32)
-    maps, returns, episode = [], [], 0.0
+    maps, returns, episode, shown = [], [], 0.0, []
     for _ in range(steps):
+      if kind == 'time_attention':
+        shown.append(reward_views(np.asarray(env_step.observation[0])))
       rng, key = jax.random.split(rng)
       inputs = agent_input(env_step, prev_action)
       outputs, state = step(agent.params, inputs, state)
@@ -65,14 +100,24 @@ def record(checkpoint: str, steps: int, seed: int = 0, greedy: bool = False):
       if env_step.last[0]:
         returns.append(episode)
         episode = 0.0
-    return kind, labels, np.stack(maps), returns
+    return kind, labels, np.stack(maps), returns, (np.stack(shown) if shown else None)
   finally:
     env.close()
 
 
-def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str) -> list[str]:
-  """The PNG (one panel per head) and the CSV of the step-averaged maps."""
+def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str,
+          shown: Optional[np.ndarray] = None) -> list[str]:
+  """The PNG (one panel per head), the CSV of the step-averaged maps, and (T-maze) the
+  reward-view attention CSV."""
   os.makedirs(out, exist_ok=True)
+  written = []
+  if shown is not None:
+    path = os.path.join(out, 'reward_attention.csv')
+    with open(path, 'w', newline='') as f:
+      writer = csv.DictWriter(f, ['head', 'steps', 'mass', 'share', 'lift'])
+      writer.writeheader()
+      writer.writerows(reward_attention(maps, shown))
+    written.append(path)
   mean = maps.mean(axis=0)  # [heads, ...]
   csv_path = os.path.join(out, 'feature_attention.csv')
   with open(csv_path, 'w', newline='') as f:
@@ -111,4 +156,4 @@ def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str) 
   png_path = os.path.join(out, 'feature_attention.png')
   fig.savefig(png_path, dpi=110)
   plt.close(fig)
-  return [png_path, csv_path]
+  return [png_path, csv_path] + written
