@@ -200,3 +200,29 @@ def test_command_line_exit_status(tmp_path):
   assert result.returncode == 2
   errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
   assert len(errors) == 1 and str(tmp_path / 'nope') in errors[0], result.stderr
+
+
+def test_seeds_sharing_a_label_give_mean_and_standard_error(workdirs, tmp_path, capsys):
+  # Training curves (smooth 5): plain (0, -1.0), (2000, 0.2), (3800, 0.5);
+  # resumed (1200, 1.0), (3000, 2.8), (4000, 0.8). Common frames: 1200 .. 3800.
+  prefix = str(tmp_path / 'seeds')
+  alone = _write(tmp_path / 'alone', PLAIN)
+  assert curves.main([*workdirs, alone, '--labels=agent,agent,other', '--seeds',
+                      '--smooth_episodes=5', f'--out={prefix}']) == 0
+  out = capsys.readouterr().out.splitlines()
+  # At 3800 frames plain has 0.5, resumed 2.8 - 0.8 * 2 = 1.2: mean 0.85, s.e.m. 0.35.
+  assert out[0] == ('agent (2 seeds): 3,800 frames reached by all | train return 0.85 ± 0.35 '
+                    '(s.e.m.) at them | each seed at its end: 0.5, 0.8')
+  assert out[1].startswith('other (1 seeds): 3,800 frames') and '0.5 ± 0 (s.e.m.)' in out[1]
+  with open(prefix + '.csv', newline='') as f:
+    rows = list(csv.reader(f))
+  assert {row[0] for row in rows[1:]} == {'agent #0', 'agent #1', 'other #0', 'agent', 'other'}
+  mean = [row for row in rows if row[:2] == ['agent', 'train_mean']]
+  sem = [row for row in rows if row[:2] == ['agent', 'train_sem']]
+  assert len(mean) == len(sem) == 200 and mean[0][2] == '1200' and mean[-1][2] == '3800'
+  assert float(mean[0][4]) == pytest.approx((-1.0 + 1.2 * 0.6 + 1.0) / 2)  # -0.28 and 1.0
+  assert float(sem[-1][4]) == pytest.approx(0.35) and mean[-1][5] == '2'
+  assert _png_size(prefix + '.png') == (1200, 450)
+  # Without --seeds a shared label is still an error, and it names the way out.
+  assert curves.main([*workdirs, '--labels=agent,agent', f'--out={prefix}2']) == 2
+  assert '--seeds' in capsys.readouterr().err

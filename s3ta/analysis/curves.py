@@ -1,13 +1,18 @@
 """Learning curves of one or several runs: episode return against frames and wall time.
 
 Usage: python -m s3ta.analysis.curves WORKDIR [WORKDIR ...] --out=PREFIX [--labels=a,b,...]
-         [--smooth_episodes=100] [--title=...]
+         [--smooth_episodes=100] [--title=...] [--seeds]
 
 Reads each workdir's `metrics.jsonl` (either trainer writes it; partial or invalid lines are
 skipped, so a running run can be plotted) and writes `PREFIX.png` (left: return against
 frames, right: against wall minutes; one colour per run, training a thin light line,
 evaluation markers on a solid line) and `PREFIX.csv` (`run,series,frames,wall_minutes,return,
 episodes`), then prints one summary line per run. Bad arguments: one `error:` line, exit 2.
+
+With `--seeds`, workdirs that share a label are seeds of one agent: each label gets its
+training curves' mean and a band of one standard error (s.e.m., over seeds, on the frames
+all its seeds reached), its seeds as faint lines, one summary line (final mean ± s.e.m.
+and each seed's), and `train_mean` / `train_sem` rows in the CSV.
 
 Frames and wall time are the learner's (`learner_frames`, `train_seconds`, which continue across
 resumes), interpolated to every record's time; the training return is the mean of the last
@@ -253,6 +258,96 @@ def plot(runs: Sequence[Run], path: str, title: str, smooth_episodes: int) -> st
   return path
 
 
+class SeedGroup(NamedTuple):
+  """The seeds of one label: their mean training curve and its standard error."""
+  label: str
+  runs: list
+  frames: np.ndarray  # a common grid up to the frames every seed reached
+  wall_minutes: np.ndarray  # the seeds' mean wall time at those frames
+  mean: np.ndarray
+  sem: np.ndarray  # standard error of the mean over seeds (0 for one seed)
+
+
+def seed_groups(runs: Sequence[Run], points: int = 200) -> list:
+  """Runs grouped by label (first-seen order), each group's curves on a common frame grid."""
+  groups = {}
+  for run in runs:
+    groups.setdefault(run.label, []).append(run)
+  result = []
+  for label, members in groups.items():
+    empty = [run.workdir for run in members if not len(run.train)]
+    if empty:
+      raise CurvesError(f'seed {empty[0]!r} of {label!r} has no training episodes yet; '
+                        '--seeds needs a training curve from every seed.')
+    start = max(run.train.frames[0] for run in members)
+    stop = min(run.train.frames[-1] for run in members)
+    frames = np.linspace(start, stop, points) if stop > start else np.array([stop])
+    returns = np.stack([np.interp(frames, run.train.frames, run.train.returns) for run in members])
+    minutes = np.stack([np.interp(frames, run.train.frames, run.train.wall_minutes)
+                        for run in members])
+    sem = (returns.std(axis=0, ddof=1) / np.sqrt(len(members)) if len(members) > 1
+           else np.zeros(len(frames)))
+    result.append(SeedGroup(label, members, frames, minutes.mean(axis=0), returns.mean(axis=0),
+                            sem))
+  return result
+
+
+def group_summary_line(group: SeedGroup) -> str:
+  """label, seeds, common frames, final training return mean ± s.e.m. and per seed."""
+  finals = ', '.join(_fmt_return(run.train.returns[-1]) for run in group.runs)
+  return (f'{group.label} ({len(group.runs)} seeds): {group.frames[-1]:,.0f} frames reached by '
+          f'all | train return {group.mean[-1]:.4g} ± {group.sem[-1]:.2g} (s.e.m.) at them | '
+          f'each seed at its end: {finals}')
+
+
+def write_group_csv(groups: Sequence[SeedGroup], path: str) -> str:
+  """PREFIX.csv: every seed's points (run `LABEL #k`), then each group's mean and s.e.m."""
+  runs = [dataclasses.replace(run, label=f'{group.label} #{k}')
+          for group in groups for k, run in enumerate(group.runs)]
+  write_csv(runs, path)
+  with open(path, 'a', newline='', encoding='utf-8') as f:
+    writer = csv.writer(f)
+    for group in groups:
+      for series, values in (('train_mean', group.mean), ('train_sem', group.sem)):
+        for frames, minutes, value in zip(group.frames, group.wall_minutes, values):
+          writer.writerow([group.label, series, _fmt(frames, '.0f'), _fmt(minutes, '.4f'),
+                           _fmt(value, '.8g'), str(len(group.runs))])
+  return path
+
+
+def plot_groups(groups: Sequence[SeedGroup], path: str, title: str, smooth_episodes: int) -> str:
+  """PREFIX.png, 1200x450 px: each label's mean training return with an s.e.m. band."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+  for i, group in enumerate(groups):
+    color = f'C{i % 10}'
+    for ax, x, seed_x in ((axes[0], group.frames, lambda run: run.train.frames),
+                          (axes[1], group.wall_minutes, lambda run: run.train.wall_minutes)):
+      for run in group.runs:
+        keep = _thin(len(run.train), MAX_PLOTTED_TRAIN_POINTS)
+        ax.plot(seed_x(run)[keep], run.train.returns[keep], color=color, linewidth=0.6, alpha=0.25)
+      ax.fill_between(x, group.mean - group.sem, group.mean + group.sem, color=color, alpha=0.25,
+                      linewidth=0)
+      ax.plot(x, group.mean, color=color, linewidth=2,
+              label=f'{group.label} ({len(group.runs)} seeds, mean ± s.e.m.)')
+  axes[0].set_xlabel('frames (consumed by the learner)')
+  axes[0].xaxis.set_major_formatter(ticker.EngFormatter())
+  axes[1].set_xlabel('learner training time (minutes; mean over seeds)')
+  axes[0].set_ylabel(f'training return (last {smooth_episodes} episodes)')
+  for ax in axes:
+    ax.grid(alpha=0.3)
+  axes[0].legend(fontsize=8, loc='best')
+  fig.suptitle(title, fontsize=11)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return path
+
+
 def _fmt_return(value: Optional[float]) -> str:
   return 'n/a' if value is None or not math.isfinite(value) else f'{value:.4g}'
 
@@ -290,7 +385,7 @@ def _output_prefix(out: str) -> str:
   return prefix
 
 
-def _labels(workdirs: Sequence[str], labels: Optional[str]) -> list:
+def _labels(workdirs: Sequence[str], labels: Optional[str], seeds: bool = False) -> list:
   if labels is None:
     names = [storage.basename(storage.absolute(w)) for w in workdirs]
   else:
@@ -305,9 +400,10 @@ def _labels(workdirs: Sequence[str], labels: Optional[str]) -> list:
     names = [name.strip() for name in names]
   seen = {}
   for name, workdir in zip(names, workdirs):
-    if name in seen:
+    if name in seen and not seeds:
       raise CurvesError(f'workdirs {seen[name]!r} and {workdir!r} are both labelled {name!r}; '
-                        'pass --labels with distinct names.')
+                        'pass --labels with distinct names, or --seeds if they are seeds of '
+                        'one agent.')
     seen[name] = workdir
   return names
 
@@ -321,6 +417,8 @@ def main(argv=None) -> int:
   parser.add_argument('--smooth_episodes', default='100',
                       help='training return: mean of the last N episodes (default 100)')
   parser.add_argument('--title', default=None, help='figure title')
+  parser.add_argument('--seeds', action='store_true',
+                      help='workdirs sharing a label are seeds: plot mean ± s.e.m. per label')
   try:
     args = parser.parse_args(argv)
     try:
@@ -330,13 +428,23 @@ def main(argv=None) -> int:
     if smooth < 1:
       raise CurvesError(f'--smooth_episodes must be an integer >= 1, got '
                         f'{args.smooth_episodes!r}.')
-    labels = _labels(args.workdirs, args.labels)
+    labels = _labels(args.workdirs, args.labels, args.seeds)
     prefix = _output_prefix(args.out)
     runs = [load_run(w, label, smooth) for w, label in zip(args.workdirs, labels)]
+    groups = seed_groups(runs) if args.seeds else None
   except (_UsageError, CurvesError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  title = args.title if args.title is not None else f'Episode return: {", ".join(labels)}'
+  title = (args.title if args.title is not None
+           else f'Episode return: {", ".join(dict.fromkeys(labels))}')
+  if groups is not None:
+    for group in groups:
+      print(group_summary_line(group))
+    csv_path = write_group_csv(groups, prefix + '.csv')
+    png_path = plot_groups(groups, prefix + '.png', title, smooth)
+    print(f'Plot: {png_path}')
+    print(f'CSV: {csv_path}')
+    return 0
   for run in runs:
     print(summary_line(run))
   csv_path = write_csv(runs, prefix + '.csv')
