@@ -48,3 +48,8 @@ def test_cli_prints_and_writes_the_table_and_names_bad_kinds(tmp_path, capsys):
   assert "'cnn2d'" in capsys.readouterr().err
   assert cli.main(['parameter-counts', '--config=experiments/nope.py']) == 2
   assert 'nope.py' in capsys.readouterr().err
+  # A T-maze config compares 002 Table 4's two agents by default.
+  assert cli.main(['parameter-counts', '--config=experiments/tmaze.py']) == 0
+  printed = capsys.readouterr().out
+  assert '| time_attention |' in printed and '| resnet_lstm |' in printed
+  assert '| gawrl |' not in printed and '47,296' in printed

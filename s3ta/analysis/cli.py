@@ -455,7 +455,8 @@ def generalisation(args) -> None:
 
 def parameter_counts(args) -> None:
   config = parameter_counts_lib.load_config(args.config)
-  kinds = [k.strip() for k in args.kinds.split(',') if k.strip()]
+  kinds = [k.strip() for k in (args.kinds or parameter_counts_lib.default_kinds(config)).split(',')
+           if k.strip()]
   rows = parameter_counts_lib.table(config, kinds)
   env = config.env
   where = f"{env.name} {env.get('game', '')}".strip()
@@ -567,8 +568,10 @@ def build_parser() -> argparse.ArgumentParser:
 
   p = sub.add_parser('parameter-counts', help="a config's networks by sub-network (002 Tables 3-4).")
   p.add_argument('--config', required=True, help='experiment config file, path/to/config.py[:arg].')
-  p.add_argument('--kinds', default='gawrl,dawrl,mlp,cnn1d,acnn',
-                 help='comma-separated network kinds (config.network.kind values).')
+  p.add_argument('--kinds', default=None,
+                 help='comma-separated network kinds (config.network.kind values); default: '
+                      "the paper's for the config's environment (T-maze: time_attention,"
+                      'resnet_lstm; RAM features: gawrl,dawrl,mlp,cnn1d,acnn).')
   p.add_argument('--out', default=None, help='also write parameter_counts.md/.csv here.')
   return parser
 

@@ -23,6 +23,12 @@ PAPER_002_TMAZE = {'time_attention': ('attention', 47_296, 5_125, 1_025),
                    'resnet_lstm': ('lstm', 42_560, 2_885, 577)}  # experiments/tmaze.py's LSTM
 
 
+def default_kinds(config) -> str:
+  """The kinds the papers compare on the config's environment, comma-separated."""
+  return ('time_attention,resnet_lstm' if config.env.name == 'tmaze'
+          else 'gawrl,dawrl,mlp,cnn1d,acnn')
+
+
 def load_config(spec: str):
   """`path/to/config.py[:arg]` -> the ConfigDict its `get_config(arg)` returns."""
   path, _, arg = spec.partition(':')
