@@ -68,7 +68,7 @@ class NetworkConfig:
   time_heads: int = 4  # 'time_attention' (002's T-maze agent): heads over the past views
   time_key_size: int = 16  # d_k
   time_value_size: int = 32  # d_v
-  time_hidden: int = 64  # dense layer before the heads
+  time_hidden: int = 0  # a dense layer before the heads; 0: the tokens go straight in (002)
   time_frame_channels: int = 3  # channels of one view in the frame stack
   dtype: str = 'float32'  # compute dtype: 'float32' or 'bfloat16'
   remat: bool = False  # recompute each scanned core step in the backward pass (less memory)
@@ -91,9 +91,11 @@ class NetworkConfig:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
     for name in ('awrl_heads', 'awrl_key_size', 'awrl_model_size', 'awrl_layers', 'awrl_hidden',
                  'cnn_channels', 'cnn_hidden', 'time_heads', 'time_key_size',
-                 'time_value_size', 'time_hidden', 'time_frame_channels'):
+                 'time_value_size', 'time_frame_channels'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
+    if self.time_hidden < 0:
+      raise ValueError(f'time_hidden must be >= 0 (0: no dense layer), got {self.time_hidden}.')
     if self.awrl_position_size < 2 or self.awrl_position_size % 2:
       raise ValueError(f'awrl_position_size must be an even number >= 2, got '
                        f'{self.awrl_position_size}.')

@@ -1,12 +1,18 @@
-"""Attention over time (paper 002's T-maze agent): multi-head attention over the last T views.
+"""Attention over time (paper 002's T-maze agent): multi-head self-attention over the last T views.
 
 The observation is a frame stack [H, W, C * T] (oldest first, `config.env.frame_stack = T`;
 C = `time_frame_channels`). Each view is embedded by 2-D convolutions into a query, a key
 and a value per head (002 parameterises q, k and v with convolutions), with a sine-cosine
-encoding of its age added to the keys' and values' input; the newest view's query attends
-over all T views, so each head's map is a distribution over the past T steps (002 Fig. 6:
-which past observations the agent keeps in focus). Heads are concatenated and passed to a
-dense layer before the policy and value heads. Sizes: 4 heads, d_k 16, d_v 32 (002 Table 2).
+encoding of its age concatenated to the view. Every view attends over all T views; each
+view's heads are concatenated and projected back to d_v, and the T tokens, flattened
+[T * d_v], go straight into the linear policy and value heads, as 002 Table 4 counts them
+(policy 5,125 = 1,024 x 5 + 5 and value 1,025 for T = 32, d_v = 32). So the policy reads
+every step's token through its own weights: the newest view's content is not diluted in
+an average over 32 views, which it was in a first version that let only the newest view
+ask (its agent stayed uniform on the random-start maze; BENCHMARKS.md, T-maze).
+`time_hidden` > 0 puts a dense layer between the tokens and the heads.
+The maps kept for analysis are the newest view's rows, [heads, T]: what the agent looks
+back at now (002 Fig. 6). Sizes: 4 heads, d_k 16, d_v 32 (002 Table 2).
 """
 
 from typing import Any
@@ -37,10 +43,14 @@ class TimeAttentionTorso(nn.Module):
     heads, dk, dv = cfg.time_heads, cfg.time_key_size, cfg.time_value_size
     conv = lambda size, name, x: nn.Conv(size, (height, width), padding='VALID', dtype=dtype,
                                          name=name)(x).reshape(n, steps, heads, -1)
-    queries = conv(heads * dk, 'query', timed)[:, -1]  # the newest view asks: [N, heads, dk]
+    queries = conv(heads * dk, 'query', timed)  # [N, T, heads, dk]
     keys = conv(heads * dk, 'key', timed)  # [N, T, heads, dk]
     values = conv(heads * dv, 'value', timed)  # [N, T, heads, dv]
-    logits = jnp.einsum('nhd,nthd->nht', queries, keys).astype(jnp.float32) / jnp.sqrt(dk)
-    maps = jax.nn.softmax(logits, axis=-1)  # [N, heads, T]
-    read = jnp.einsum('nht,nthd->nhd', maps, values.astype(jnp.float32)).reshape(n, heads * dv)
-    return nn.relu(nn.Dense(cfg.time_hidden, dtype=dtype, name='output')(read.astype(dtype))), maps
+    logits = jnp.einsum('nqhd,nthd->nhqt', queries, keys).astype(jnp.float32) / jnp.sqrt(dk)
+    maps = jax.nn.softmax(logits, axis=-1)  # [N, heads, T (asking), T (read)]
+    read = jnp.einsum('nhqt,nthd->nqhd', maps, values.astype(jnp.float32))
+    tokens = nn.Dense(dv, dtype=dtype, name='output')(read.reshape(n, steps, heads * dv).astype(dtype))
+    features = nn.relu(tokens).reshape(n, steps * dv)  # [N, T * d_v]
+    if cfg.time_hidden:
+      features = nn.relu(nn.Dense(cfg.time_hidden, dtype=dtype, name='hidden')(features))
+    return features, maps[:, :, -1]
