@@ -213,7 +213,7 @@ def test_seeds_sharing_a_label_give_mean_and_standard_error(workdirs, tmp_path, 
   # At 3800 frames plain has 0.5, resumed 2.8 - 0.8 * 2 = 1.2: mean 0.85, s.e.m. 0.35.
   assert out[0] == ('agent (2 seeds): 3,800 frames reached by all | train return 0.85 ± 0.35 '
                     '(s.e.m.) at them | each seed at its end: 0.5, 0.8')
-  assert out[1].startswith('other (1 seeds): 3,800 frames') and '0.5 ± 0 (s.e.m.)' in out[1]
+  assert out[1].startswith('other (1 seed): 3,800 frames') and '0.5 ± 0 (s.e.m.)' in out[1]
   with open(prefix + '.csv', newline='') as f:
     rows = list(csv.reader(f))
   assert {row[0] for row in rows[1:]} == {'agent #0', 'agent #1', 'other #0', 'agent', 'other'}

@@ -292,10 +292,14 @@ def seed_groups(runs: Sequence[Run], points: int = 200) -> list:
   return result
 
 
+def _seeds(group: SeedGroup) -> str:
+  return f'{len(group.runs)} seed' + ('s' if len(group.runs) > 1 else '')
+
+
 def group_summary_line(group: SeedGroup) -> str:
   """label, seeds, common frames, final training return mean ± s.e.m. and per seed."""
   finals = ', '.join(_fmt_return(run.train.returns[-1]) for run in group.runs)
-  return (f'{group.label} ({len(group.runs)} seeds): {group.frames[-1]:,.0f} frames reached by '
+  return (f'{group.label} ({_seeds(group)}): {group.frames[-1]:,.0f} frames reached by '
           f'all | train return {group.mean[-1]:.4g} ± {group.sem[-1]:.2g} (s.e.m.) at them | '
           f'each seed at its end: {finals}')
 
@@ -333,7 +337,8 @@ def plot_groups(groups: Sequence[SeedGroup], path: str, title: str, smooth_episo
       ax.fill_between(x, group.mean - group.sem, group.mean + group.sem, color=color, alpha=0.25,
                       linewidth=0)
       ax.plot(x, group.mean, color=color, linewidth=2,
-              label=f'{group.label} ({len(group.runs)} seeds, mean ± s.e.m.)')
+              label=f'{group.label} ({_seeds(group)}' +
+              (', mean ± s.e.m.)' if len(group.runs) > 1 else ')'))
   axes[0].set_xlabel('frames (consumed by the learner)')
   axes[0].xaxis.set_major_formatter(ticker.EngFormatter())
   axes[1].set_xlabel('learner training time (minutes; mean over seeds)')
