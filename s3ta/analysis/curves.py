@@ -443,19 +443,15 @@ def main(argv=None) -> int:
   title = (args.title if args.title is not None
            else f'Episode return: {", ".join(dict.fromkeys(labels))}')
   if groups is not None:
-    for group in groups:
-      print(group_summary_line(group))
+    lines = [group_summary_line(group) for group in groups]
     csv_path = write_group_csv(groups, prefix + '.csv')
     png_path = plot_groups(groups, prefix + '.png', title, smooth)
-    print(f'Plot: {png_path}')
-    print(f'CSV: {csv_path}')
-    return 0
-  for run in runs:
-    print(summary_line(run))
-  csv_path = write_csv(runs, prefix + '.csv')
-  png_path = plot(runs, prefix + '.png', title, smooth)
-  print(f'Plot: {png_path}')
-  print(f'CSV: {csv_path}')
+  else:
+    lines = [summary_line(run) for run in runs]
+    csv_path = write_csv(runs, prefix + '.csv')
+    png_path = plot(runs, prefix + '.png', title, smooth)
+  for line in lines + [f'Plot: {png_path}', f'CSV: {csv_path}']:
+    print(line)
   return 0
 
 
