@@ -212,6 +212,7 @@ def test_unwritable_workdir_and_bad_checkpoints_are_one_line_exit_2(tmp_path):
   error = _one_error(_train_single(workdir))  # ckpt_3 decodes, but is another network's
   assert 'ckpt_3 does not fit the requested state: network config differs: ' in error
   assert "kind: checkpoint 'other' vs requested 's3ta'" in error
+  assert '(to resume it as saved: --config.network.kind=other)' in error
   assert _snapshot(directory) == {k: v for k, v in before.items() if '/ckpt_5/' not in k}
   assert not os.path.exists(workdir / 'logs') and not os.path.exists(workdir / 'metrics.jsonl')
 

@@ -276,9 +276,22 @@ def _load_checked(path: str) -> tuple[str, dict, dict]:
 def _network_problems(metadata: dict, network_config: Any) -> list:
   if network_config is None:
     return []
-  differences = _config_differences(metadata.get('network_config'),
-                                    to_json(network_config, 'network_config'))
-  return ['network config differs: ' + '; '.join(differences)] if differences else []
+  saved = metadata.get('network_config')
+  wanted = to_json(network_config, 'network_config')
+  differences = _config_differences(saved, wanted)
+  if not differences:
+    return []
+  flags = [f'--config.network.{k}={_flag_value(saved[k])}' for k in sorted(saved or {})
+           if k in wanted and k not in RUNTIME_ONLY_NETWORK_FIELDS and saved[k] != wanted[k]]
+  remedy = f' (to resume it as saved: {" ".join(flags)})' if flags else ''
+  return ['network config differs: ' + '; '.join(differences) + remedy]
+
+
+def _flag_value(value: Any) -> str:
+  """A saved config value as an ml_collections `--config.x=` flag writes it."""
+  if isinstance(value, list):
+    return repr(tuple(value))
+  return str(value)
 
 
 def _misfit(path: str, problems: list) -> ValueError:
