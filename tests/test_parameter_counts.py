@@ -53,3 +53,10 @@ def test_cli_prints_and_writes_the_table_and_names_bad_kinds(tmp_path, capsys):
   printed = capsys.readouterr().out
   assert '| time_attention |' in printed and '| resnet_lstm |' in printed
   assert '| gawrl |' not in printed and '47,296' in printed
+
+
+def test_the_tmaze_attention_agent_has_002_table_4_heads():
+  config = parameter_counts.load_config('experiments/tmaze.py:attention')
+  row, = parameter_counts.table(config, ['time_attention'])
+  # 32 views x d_v 32 tokens straight into the heads: 1,024 x 5 + 5 and 1,024 + 1.
+  assert (row['policy'], row['value']) == (row['paper_policy'], row['paper_value']) == (5_125, 1_025)

@@ -170,8 +170,8 @@ class BatchedTMaze:
     if max_steps < 1:
       raise ValueError(f'tmaze max_steps must be >= 1, got {max_steps}.')
     self.num_envs, self.max_steps = num_envs, max_steps
-    seeds = np.random.SeedSequence(seed).spawn(num_envs)  # random starts differ per maze
-    self._mazes = [TMaze(start, seed) for seed in seeds]
+    maze_seeds = np.random.SeedSequence(seed).spawn(num_envs)  # random starts differ per maze
+    self._mazes = [TMaze(start, maze_seed) for maze_seed in maze_seeds]
     self._steps = np.zeros(num_envs, np.int64)
 
   def _observations(self) -> np.ndarray:
