@@ -222,15 +222,41 @@ def _thin(n: int, limit: int) -> np.ndarray:
   return np.unique(np.linspace(0, n - 1, limit).round().astype(int))
 
 
-def plot(runs: Sequence[Run], path: str, title: str, smooth_episodes: int) -> str:
-  """PREFIX.png, 1200x450 px: return against frames (left) and wall minutes (right)."""
-  # pyplot only after choosing the file-only Agg backend (no display on servers).
+def _pyplot():
+  """pyplot, imported only after choosing the file-only Agg backend (no display on servers)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from matplotlib import lines, ticker  # pylint: disable=g-import-not-at-top
+  return plt
 
-  fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+
+def _two_panels():
+  """(figure, [frames axis, wall-minutes axis]), 1200x450 px at dpi 100, one shared y."""
+  return _pyplot().subplots(1, 2, figsize=(12, 4.5), sharey=True)
+
+
+def _save(fig, axes, path: str, title: str, *, wall_label: str, ylabel: str,
+          handles=None) -> str:
+  """Labels, grid, legend and title on both panels, then the PNG at `path`."""
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  axes[0].set_xlabel('frames (consumed by the learner)')
+  axes[0].xaxis.set_major_formatter(ticker.EngFormatter())
+  axes[1].set_xlabel(wall_label)
+  axes[0].set_ylabel(ylabel)
+  for ax in axes:
+    ax.grid(alpha=0.3)
+  axes[0].legend(handles=handles, fontsize=8, loc='best')
+  fig.suptitle(title, fontsize=11)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  _pyplot().close(fig)
+  return path
+
+
+def plot(runs: Sequence[Run], path: str, title: str, smooth_episodes: int) -> str:
+  """PREFIX.png, 1200x450 px: return against frames (left) and wall minutes (right)."""
+  fig, axes = _two_panels()
+  from matplotlib import lines  # pylint: disable=g-import-not-at-top
   handles = []
   for i, run in enumerate(runs):
     color = f'C{i % 10}'
@@ -244,18 +270,8 @@ def plot(runs: Sequence[Run], path: str, title: str, smooth_episodes: int) -> st
                            label=f'training (last {smooth_episodes} episodes)'),
               lines.Line2D([], [], color='grey', marker='o', markersize=3.5, linewidth=1.4,
                            label='evaluation')]
-  axes[0].set_xlabel('frames (consumed by the learner)')
-  axes[0].xaxis.set_major_formatter(ticker.EngFormatter())
-  axes[1].set_xlabel('learner training time (minutes)')
-  axes[0].set_ylabel('episode return')
-  for ax in axes:
-    ax.grid(alpha=0.3)
-  axes[0].legend(handles=handles, fontsize=8, loc='best')
-  fig.suptitle(title, fontsize=11)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-  return path
+  return _save(fig, axes, path, title, wall_label='learner training time (minutes)',
+               ylabel='episode return', handles=handles)
 
 
 class SeedGroup(NamedTuple):
@@ -321,12 +337,7 @@ def write_group_csv(groups: Sequence[SeedGroup], path: str) -> str:
 
 def plot_groups(groups: Sequence[SeedGroup], path: str, title: str, smooth_episodes: int) -> str:
   """PREFIX.png, 1200x450 px: each label's mean training return with an s.e.m. band."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
-
-  fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+  fig, axes = _two_panels()
   for i, group in enumerate(groups):
     color = f'C{i % 10}'
     for ax, x, seed_x in ((axes[0], group.frames, lambda run: run.train.frames),
@@ -339,18 +350,9 @@ def plot_groups(groups: Sequence[SeedGroup], path: str, title: str, smooth_episo
       ax.plot(x, group.mean, color=color, linewidth=2,
               label=f'{group.label} ({_seeds(group)}' +
               (', mean ± s.e.m.)' if len(group.runs) > 1 else ')'))
-  axes[0].set_xlabel('frames (consumed by the learner)')
-  axes[0].xaxis.set_major_formatter(ticker.EngFormatter())
-  axes[1].set_xlabel('learner training time (minutes; mean over seeds)')
-  axes[0].set_ylabel(f'training return (last {smooth_episodes} episodes)')
-  for ax in axes:
-    ax.grid(alpha=0.3)
-  axes[0].legend(fontsize=8, loc='best')
-  fig.suptitle(title, fontsize=11)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-  return path
+  return _save(fig, axes, path, title,
+               wall_label='learner training time (minutes; mean over seeds)',
+               ylabel=f'training return (last {smooth_episodes} episodes)')
 
 
 def _fmt_return(value: Optional[float]) -> str:

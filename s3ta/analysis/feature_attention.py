@@ -53,13 +53,10 @@ def reward_attention(maps: np.ndarray, shown: np.ndarray) -> list[dict]:
   """
   past = shown[:, :-1]
   keep = past.any(axis=1)
+  share = past[keep].sum(axis=1).mean() / shown.shape[1] if keep.any() else float('nan')
   rows = []
   for head in range(maps.shape[1]):
-    if not keep.any():
-      rows.append(dict(head=head, steps=0, mass=float('nan'), share=float('nan'), lift=float('nan')))
-      continue
-    mass = (maps[keep, head, :-1] * past[keep]).sum(axis=1).mean()
-    share = past[keep].mean(axis=1).mean() * (past.shape[1] / shown.shape[1])
+    mass = (maps[keep, head, :-1] * past[keep]).sum(axis=1).mean() if keep.any() else float('nan')
     rows.append(dict(head=head, steps=int(keep.sum()), mass=float(mass), share=float(share),
                      lift=float(mass / share)))
   return rows

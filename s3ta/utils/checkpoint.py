@@ -210,16 +210,20 @@ def _commit_remote(directory: str, final: str, state_bytes: bytes, metadata_byte
 RUNTIME_ONLY_NETWORK_FIELDS = ('remat',)
 
 
-def _config_differences(saved: Optional[dict], wanted: dict) -> list[str]:
+def _differing_keys(saved: dict, wanted: dict) -> list[str]:
   """Fields of the network config that differ. A field the checkpoint lacks predates it
   (new fields default to the old behaviour), so it is not a difference; the leaf shape
   and dtype checks still catch parameters that do not fit."""
-  if saved is None:
-    return ['the checkpoint has no network config']
   keys = sorted(k for k in set(saved) | set(wanted)
                 if k not in RUNTIME_ONLY_NETWORK_FIELDS and (k in saved or k not in wanted))
+  return [k for k in keys if saved.get(k) != wanted.get(k)]
+
+
+def _config_differences(saved: Optional[dict], wanted: dict) -> list[str]:
+  if saved is None:
+    return ['the checkpoint has no network config']
   return [f'{k}: checkpoint {saved.get(k, "<missing>")!r} vs requested {wanted.get(k, "<missing>")!r}'
-          for k in keys if saved.get(k) != wanted.get(k)]
+          for k in _differing_keys(saved, wanted)]
 
 
 def _first_leaf_mismatch(saved_leaves: dict, template_items) -> Optional[str]:
@@ -281,8 +285,8 @@ def _network_problems(metadata: dict, network_config: Any) -> list:
   differences = _config_differences(saved, wanted)
   if not differences:
     return []
-  flags = [f'--config.network.{k}={_flag_value(saved[k])}' for k in sorted(saved or {})
-           if k in wanted and k not in RUNTIME_ONLY_NETWORK_FIELDS and saved[k] != wanted[k]]
+  flags = [f'--config.network.{k}={_flag_value(saved[k])}'
+           for k in (_differing_keys(saved, wanted) if saved else []) if k in saved and k in wanted]
   remedy = f' (to resume it as saved: {" ".join(flags)})' if flags else ''
   return ['network config differs: ' + '; '.join(differences) + remedy]
 
