@@ -70,6 +70,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.time_key_size = 16  # d_k
   config.network.time_value_size = 32  # d_v
   config.network.time_hidden = 64  # dense layer before the heads; 0: tokens straight in (002)
+  config.network.time_residual = False  # add each view's own values to its read (residual)
   config.network.time_frame_channels = 3  # channels of one view in the frame stack
   config.network.dtype = 'float32'  # compute dtype ('bfloat16' for speed on accelerators)
   config.network.remat = False  # recompute core steps in backward (B 128 x T 50: XLA temp 65 -> 31 GiB)

@@ -43,6 +43,7 @@ def get_config(arg: str = ''):
   if arg == 'attention':
     config.network.kind = 'time_attention'
     config.network.time_hidden = 0  # the 32 tokens straight into the heads (002 Table 4)
+    config.network.time_residual = True  # each view keeps its own values: not diluted 1:32
     config.env.frame_stack = 32  # T: the views the agent attends over
 
   config.single_machine.algorithm = 'ppo'

@@ -152,3 +152,29 @@ def test_attention_over_time_maps_cover_the_past_views_and_memory_matters():
   changed = run(older)
   assert np.abs(changed.logits - out.logits).max() > 1e-6  # the past reaches the policy
   assert np.abs(changed.attention - out.attention).max() > 1e-6
+
+
+@pytest.mark.parametrize('residual', [False, True])
+def test_under_uniform_attention_only_the_residual_tells_the_newest_view_from_the_oldest(residual):
+  # Zero queries and keys make every map uniform, so each view reads the mean of all values:
+  # swapping the contents of the newest and oldest views (their ages stay) changes nothing
+  # unless each view also keeps its own values (`time_residual`).
+  network = make_network({'kind': 'time_attention', 'time_hidden': 0, 'time_residual': residual},
+                         5, (5, 5, 3 * 8))
+  params = network.init(jax.random.PRNGKey(0))
+  torso = params['torso']
+  for name in ('query', 'key'):
+    torso[name] = jax.tree_util.tree_map(np.zeros_like, torso[name])
+  views = np.random.default_rng(6).integers(0, 2, (1, 1, 5, 5, 24)).astype(np.uint8) * 255
+  swapped = views.copy()
+  swapped[..., :3], swapped[..., -3:] = views[..., -3:], views[..., :3]
+  run = lambda obs: jax.tree_util.tree_map(np.asarray, network.unroll(
+      params, AgentInput(obs, np.zeros((1, 1), np.int32), np.zeros((1, 1), np.float32),
+                         np.zeros((1, 1), bool)), network.initial_state(1))[0])
+  out = run(views)
+  np.testing.assert_allclose(out.attention, 1 / 8, rtol=1e-6)
+  difference = np.abs(run(swapped).logits - out.logits).max()
+  if residual:
+    assert difference > 1e-4
+  else:
+    assert difference < 1e-5

@@ -70,6 +70,8 @@ class NetworkConfig:
   time_value_size: int = 32  # d_v
   time_hidden: int = 64  # a dense layer before the heads; 0: the tokens go straight in (002;
   # experiments/tmaze.py), kept at 64 here so that older checkpoints of every kind still resume
+  time_residual: bool = False  # add each view's own values to what it reads (residual
+  # connection; experiments/tmaze.py:attention); False here so that older checkpoints behave alike
   time_frame_channels: int = 3  # channels of one view in the frame stack
   dtype: str = 'float32'  # compute dtype: 'float32' or 'bfloat16'
   remat: bool = False  # recompute each scanned core step in the backward pass (less memory)

@@ -11,6 +11,11 @@ every step's token through its own weights: the newest view's content is not dil
 an average over 32 views, which it was in a first version that let only the newest view
 ask (its agent stayed uniform on the random-start maze; BENCHMARKS.md, T-maze).
 `time_hidden` > 0 puts a dense layer between the tokens and the heads.
+`time_residual` adds each view's own values to what it reads, the residual connection of a
+Transformer layer (no parameters): at initialisation attention is near uniform, so without
+it every token is close to the mean of all T views' values, the current view weighs 1/T
+in what the policy sees, and the agent starts nearly blind to where it is (it stayed
+uniform on the random-start maze; BENCHMARKS.md, T-maze).
 The maps kept for analysis are the newest view's rows, [heads, T]: what the agent looks
 back at now (002 Fig. 6). Sizes: 4 heads, d_k 16, d_v 32 (002 Table 2).
 """
@@ -49,6 +54,8 @@ class TimeAttentionTorso(nn.Module):
     logits = jnp.einsum('nqhd,nthd->nhqt', queries, keys).astype(jnp.float32) / jnp.sqrt(dk)
     maps = jax.nn.softmax(logits, axis=-1)  # [N, heads, T (asking), T (read)]
     read = jnp.einsum('nhqt,nthd->nqhd', maps, values.astype(jnp.float32))
+    if cfg.time_residual:
+      read = read + values.astype(jnp.float32)  # each view keeps its own content
     tokens = nn.Dense(dv, dtype=dtype, name='output')(read.reshape(n, steps, heads * dv).astype(dtype))
     features = nn.relu(tokens).reshape(n, steps * dv)  # [N, T * d_v]
     if cfg.time_hidden:
