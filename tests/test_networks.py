@@ -190,3 +190,21 @@ def test_remat_keeps_parameters_outputs_and_gradients():
   np.testing.assert_allclose(got, want, rtol=1e-6)
   jax.tree_util.tree_map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6),
                          got_grads, want_grads)
+
+
+@pytest.mark.parametrize('kind,flag,observation_shape', [
+    ('time_attention', 'time_previous_inputs', (5, 5, 3 * 4)),
+    ('resnet_lstm', 'lstm_previous_inputs', (5, 5, 3))])
+@pytest.mark.parametrize('on', [False, True])
+def test_previous_action_and_reward_reach_the_policy_only_when_asked(kind, flag, observation_shape, on):
+  network = make_network({'kind': kind, flag: on, 'time_hidden': 0, 'resnet_channels': (4,),
+                          'resnet_blocks': 1, 'resnet_hidden': 8, 'lstm_size': 8}, 5,
+                         observation_shape)
+  params = network.init(jax.random.PRNGKey(0))
+  frames = np.random.default_rng(0).integers(0, 256, (1, 2) + observation_shape).astype(np.uint8)
+  is_first = np.zeros((1, 2), bool)
+  logits = lambda action, reward: np.asarray(network.unroll(
+      params, AgentInput(frames, np.full((1, 2), action, np.int32), np.full((1, 2), reward, np.float32),
+                         is_first), network.initial_state(2))[0].logits)
+  change = max(np.abs(logits(3, 0.0) - logits(0, 0.0)).max(), np.abs(logits(0, 1.0) - logits(0, 0.0)).max())
+  assert (change > 1e-5) == on

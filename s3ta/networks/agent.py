@@ -70,6 +70,9 @@ class NetworkConfig:
   time_value_size: int = 32  # d_v
   time_hidden: int = 64  # a dense layer before the heads; 0: the tokens go straight in (002;
   # experiments/tmaze.py), kept at 64 here so that older checkpoints of every kind still resume
+  time_previous_inputs: bool = False  # also feed the previous action and reward to its heads
+  lstm_previous_inputs: bool = True  # 'resnet_lstm' / 'nature_lstm': previous action and reward
+  # into the LSTM with the torso's features (False: the views alone, like 002's attention agent)
   time_residual: bool = False  # add each view's own values to what it reads (residual
   # connection; experiments/tmaze.py:attention); False here so that older checkpoints behave alike
   time_frame_channels: int = 3  # channels of one view in the frame stack
@@ -366,7 +369,9 @@ class S3TACore(nn.Module):
 
 
 class BaselineCore(nn.Module):
-  """The baselines after their torso: feed-forward heads, or an LSTM with prev action/reward."""
+  """The baselines after their torso: feed-forward heads, or an LSTM (with the previous action
+  and reward unless `lstm_previous_inputs` is off; `time_previous_inputs` adds them to the
+  attention-over-time agent's heads)."""
   config: NetworkConfig
   num_actions: int
 
@@ -374,15 +379,18 @@ class BaselineCore(nn.Module):
   def __call__(self, state: AgentState, step, attention_threshold):
     del attention_threshold  # no attention in the baselines
     features, prev_action, prev_reward, is_first = step
+    previous = lambda x: jnp.concatenate(
+        [x.astype(jnp.float32), _previous_inputs(prev_action, prev_reward, self.num_actions,
+                                                 jnp.float32)], axis=-1)
     if self.config.kind in FEATURE_ATTENTION_KINDS:
       features, maps = features
+      if self.config.kind == 'time_attention' and self.config.time_previous_inputs:
+        features = previous(features)
       return state, AgentOutput(*PolicyValueHead(self.num_actions, name='head')(features), maps)
     if self.config.kind not in RECURRENT_BASELINES:
       return state, AgentOutput(*PolicyValueHead(self.num_actions, name='head')(features))
     state = _reset(state, is_first)
-    x = jnp.concatenate(
-        [features.astype(jnp.float32),
-         _previous_inputs(prev_action, prev_reward, self.num_actions, jnp.float32)], axis=-1)
+    x = previous(features) if self.config.lstm_previous_inputs else features.astype(jnp.float32)
     core_state, core_out = nn.OptimizedLSTMCell(self.config.lstm_size, name='policy_lstm')(state.core, x)
     return AgentState((), core_state), AgentOutput(*PolicyValueHead(self.num_actions, name='head')(core_out))
 
