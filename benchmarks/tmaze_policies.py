@@ -25,7 +25,7 @@ from s3ta.envs import tmaze
 NOOP, UP, RIGHT, DOWN, LEFT = range(5)
 
 
-def _loop_action(maze: tmaze.TMaze, side_at_top) -> int:
+def loop_action(maze: tmaze.TMaze, side_at_top) -> int:
   x, y = maze.position
   if x == tmaze.CENTRE_X:
     if 0 < y and not maze.via_centre:
@@ -51,7 +51,7 @@ def play(policy: str, steps: int, rng: np.random.Generator, start: str = 'centre
     if policy == 'random':
       action = int(rng.integers(0, 5))
     else:
-      action = _loop_action(maze, random_side if policy == 'navigate' else opposite_side)
+      action = loop_action(maze, random_side if policy == 'navigate' else opposite_side)
     total += maze.step(action)
     if maze.position in (tmaze.LEFT_CORNER, tmaze.RIGHT_CORNER):
       last_side = LEFT if maze.position == tmaze.LEFT_CORNER else RIGHT

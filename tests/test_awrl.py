@@ -136,9 +136,12 @@ def test_feature_cnn_baselines():
                             (F * 4 + 1) * 8 + (8 + 1) * 4 + (8 + 1))
 
 
-def test_attention_over_time_maps_cover_the_past_views_and_memory_matters():
-  network = make_network({'kind': 'time_attention'}, 5, (5, 5, 3 * 8))  # 8 views of 5x5x3
+@pytest.mark.parametrize('readout,head_inputs', [('all', 8 * 32), ('newest', 32)])
+def test_attention_over_time_maps_cover_the_past_views_and_memory_matters(readout, head_inputs):
+  network = make_network({'kind': 'time_attention', 'time_hidden': 0, 'time_readout': readout},
+                         5, (5, 5, 3 * 8))  # 8 views of 5x5x3
   params = network.init(jax.random.PRNGKey(0))
+  assert params['core']['head']['policy']['kernel'].shape == (head_inputs, 5)  # d_v 32 per token
   rng = np.random.default_rng(5)
   views = rng.integers(0, 2, (1, 1, 5, 5, 24)).astype(np.uint8) * 255
   run = lambda obs: jax.tree_util.tree_map(np.asarray, network.unroll(

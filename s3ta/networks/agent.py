@@ -70,6 +70,8 @@ class NetworkConfig:
   time_value_size: int = 32  # d_v
   time_hidden: int = 64  # a dense layer before the heads; 0: the tokens go straight in (002;
   # experiments/tmaze.py), kept at 64 here so that older checkpoints of every kind still resume
+  time_readout: str = 'all'  # what the heads read: 'all' T tokens flattened (002 Table 4) or
+  # the 'newest' view's token only (its own values plus what it read from the past)
   time_previous_inputs: bool = False  # also feed the previous action and reward to its heads
   lstm_previous_inputs: bool = True  # 'resnet_lstm' / 'nature_lstm': previous action and reward
   # into the LSTM with the torso's features (False: the views alone, like 002's attention agent)
@@ -100,6 +102,9 @@ class NetworkConfig:
                  'time_value_size', 'time_frame_channels'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
+    if self.time_readout not in time_attention.READOUTS:
+      raise ValueError(f'time_readout must be one of {time_attention.READOUTS}, got '
+                       f'{self.time_readout!r}.')
     if self.time_hidden < 0:
       raise ValueError(f'time_hidden must be >= 0 (0: no dense layer), got {self.time_hidden}.')
     if self.awrl_position_size < 2 or self.awrl_position_size % 2:

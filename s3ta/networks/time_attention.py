@@ -10,6 +10,10 @@ view's heads are concatenated and projected back to d_v, and the T tokens, flatt
 every step's token through its own weights: the newest view's content is not diluted in
 an average over 32 views, which it was in a first version that let only the newest view
 ask (its agent stayed uniform on the random-start maze; BENCHMARKS.md, T-maze).
+`time_readout='newest'` lets the heads read only the newest view's token, d_v numbers
+(its own values with `time_residual`, plus what it read from the past): what the agent
+learns at one view then carries over to every history, where the flattened tokens give
+each of the T steps its own head weights.
 `time_hidden` > 0 puts a dense layer between the tokens and the heads.
 `time_residual` adds each view's own values to what it reads, the residual connection of a
 Transformer layer (no parameters): at initialisation attention is near uniform, so without
@@ -27,6 +31,8 @@ import jax
 import jax.numpy as jnp
 
 from s3ta.networks.awrl import positional_encoding
+
+READOUTS = ('all', 'newest')
 
 
 class TimeAttentionTorso(nn.Module):
@@ -57,7 +63,8 @@ class TimeAttentionTorso(nn.Module):
     if cfg.time_residual:
       read = read + values.astype(jnp.float32)  # each view keeps its own content
     tokens = nn.Dense(dv, dtype=dtype, name='output')(read.reshape(n, steps, heads * dv).astype(dtype))
-    features = nn.relu(tokens).reshape(n, steps * dv)  # [N, T * d_v]
+    features = nn.relu(tokens)  # [N, T, d_v]
+    features = features[:, -1] if cfg.time_readout == 'newest' else features.reshape(n, steps * dv)
     if cfg.time_hidden:
       features = nn.relu(nn.Dense(cfg.time_hidden, dtype=dtype, name='hidden')(features))
     return features, maps[:, :, -1]
