@@ -29,7 +29,8 @@ import tmaze_policies
 
 VARIANTS = {'default': {}, 'no_residual': {'time_residual': False},
             'newest': {'time_readout': 'newest'},
-            'newest_no_residual': {'time_readout': 'newest', 'time_residual': False}}
+            'newest_no_residual': {'time_readout': 'newest', 'time_residual': False},
+            'leaky_relu': {'time_activation': 'leaky_relu'}, 'linear': {'time_activation': 'none'}}
 EPISODE_STEPS = 200
 
 

@@ -72,6 +72,7 @@ class NetworkConfig:
   # experiments/tmaze.py), kept at 64 here so that older checkpoints of every kind still resume
   time_readout: str = 'all'  # what the heads read: 'all' T tokens flattened (002 Table 4) or
   # the 'newest' view's token only (its own values plus what it read from the past)
+  time_activation: str = 'relu'  # the tokens' nonlinearity: 'relu', 'leaky_relu' or 'none'
   time_previous_inputs: bool = False  # also feed the previous action and reward to its heads
   lstm_previous_inputs: bool = True  # 'resnet_lstm' / 'nature_lstm': previous action and reward
   # into the LSTM with the torso's features (False: the views alone, like 002's attention agent)
@@ -105,6 +106,9 @@ class NetworkConfig:
     if self.time_readout not in time_attention.READOUTS:
       raise ValueError(f'time_readout must be one of {time_attention.READOUTS}, got '
                        f'{self.time_readout!r}.')
+    if self.time_activation not in time_attention.ACTIVATIONS:
+      raise ValueError(f'time_activation must be one of {tuple(time_attention.ACTIVATIONS)}, got '
+                       f'{self.time_activation!r}.')
     if self.time_hidden < 0:
       raise ValueError(f'time_hidden must be >= 0 (0: no dense layer), got {self.time_hidden}.')
     if self.awrl_position_size < 2 or self.awrl_position_size % 2:

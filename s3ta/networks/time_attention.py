@@ -14,6 +14,11 @@ ask (its agent stayed uniform on the random-start maze; BENCHMARKS.md, T-maze).
 (its own values with `time_residual`, plus what it read from the past): what the agent
 learns at one view then carries over to every history, where the flattened tokens give
 each of the T steps its own head weights.
+`time_activation` is the tokens' nonlinearity. With 'relu' every PPO run on the random-start
+maze ended with all 1,024 token units dead on every observation, so the agent's logits
+and value were constants (entropy exactly ln 5): the value loss (rewards are rare) and the
+entropy bonus both reward a constant output, and dead ReLUs are a constant output with no
+gradient back. 'leaky_relu' keeps a gradient for every unit.
 `time_hidden` > 0 puts a dense layer between the tokens and the heads.
 `time_residual` adds each view's own values to what it reads, the residual connection of a
 Transformer layer (no parameters): at initialisation attention is near uniform, so without
@@ -33,6 +38,7 @@ import jax.numpy as jnp
 from s3ta.networks.awrl import positional_encoding
 
 READOUTS = ('all', 'newest')
+ACTIVATIONS = {'relu': nn.relu, 'leaky_relu': nn.leaky_relu, 'none': lambda x: x}
 
 
 class TimeAttentionTorso(nn.Module):
@@ -63,7 +69,7 @@ class TimeAttentionTorso(nn.Module):
     if cfg.time_residual:
       read = read + values.astype(jnp.float32)  # each view keeps its own content
     tokens = nn.Dense(dv, dtype=dtype, name='output')(read.reshape(n, steps, heads * dv).astype(dtype))
-    features = nn.relu(tokens)  # [N, T, d_v]
+    features = ACTIVATIONS[cfg.time_activation](tokens)  # [N, T, d_v]
     features = features[:, -1] if cfg.time_readout == 'newest' else features.reshape(n, steps * dv)
     if cfg.time_hidden:
       features = nn.relu(nn.Dense(cfg.time_hidden, dtype=dtype, name='hidden')(features))
