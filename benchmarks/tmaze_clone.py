@@ -9,8 +9,12 @@ can hold the memory the task needs; a learner that stays far below it has an RL 
 `atari.FrameStack` stacks them (an episode's first view repeated to fill the stack).
 
   python benchmarks/tmaze_clone.py [--variants=default,no_residual,newest] [--steps=1500]
+  python benchmarks/tmaze_clone.py --units=WORKDIR[,WORKDIR...]
 
-Variants are overrides of `experiments/tmaze.py:attention`'s network config.
+Variants are overrides of `experiments/tmaze.py:attention`'s network config. `--units`
+instead reads trained agents' newest checkpoints and reports, on the expert's observations,
+the fraction of token units active on any of them and the spread of the logits and value
+across them: a run whose units all died has constant outputs.
 """
 
 import argparse
@@ -24,7 +28,9 @@ import optax
 
 from experiments import tmaze as tmaze_config
 from s3ta.envs import tmaze
+from s3ta.analysis.rollout import restore_agent
 from s3ta.networks import AgentInput, make_network
+from s3ta.networks.time_attention import TimeAttentionTorso
 import tmaze_policies
 
 VARIANTS = {'default': {}, 'no_residual': {'time_residual': False},
@@ -98,6 +104,24 @@ def clone(overrides: dict, args) -> dict:
               greedy_return=round(float(np.mean(returns)), 2), seconds=round(time.time() - start))
 
 
+def units(workdir: str, args) -> dict:
+  views = tmaze_config.get_config('attention').env.frame_stack
+  agent = restore_agent(f'{workdir}/checkpoints', 5, (5, 5, 3 * views))
+  stacks, _ = expert_data(args.episodes // 50, views, args.epsilon, args.seed + 2)
+  tokens, _ = TimeAttentionTorso(agent.network.config).apply({'params': agent.params['torso']},
+                                                             jnp.asarray(stacks))
+  n = stacks.shape[0]
+  out = agent.network.unroll(agent.params, AgentInput(
+      stacks[None], jnp.zeros((1, n), jnp.int32), jnp.zeros((1, n), jnp.float32),
+      jnp.zeros((1, n), bool)), agent.network.initial_state(n))[0]
+  active = np.asarray(tokens) > 0
+  return dict(workdir=workdir, activation=agent.network.config.time_activation,
+              observations=n, units=active.shape[1], units_ever_active=round(float(active.any(0).mean()), 3),
+              active_fraction=round(float(active.mean()), 4),
+              logit_std=round(float(np.asarray(out.logits[0]).std(0).max()), 4),
+              value_std=round(float(np.asarray(out.value[0]).std()), 4))
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--variants', default='default,no_residual,newest')
@@ -108,7 +132,12 @@ def main() -> None:
   parser.add_argument('--learning_rate', type=float, default=1e-3)
   parser.add_argument('--test_episodes', type=int, default=30)
   parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--units', default='', help='comma-separated workdirs: their units, no cloning')
   args = parser.parse_args()
+  if args.units:
+    for workdir in args.units.split(','):
+      print(json.dumps(units(workdir, args)), flush=True)
+    return
   for name in args.variants.split(','):
     if name not in VARIANTS:
       parser.error(f'unknown variant {name!r}; valid: {tuple(VARIANTS)}')
