@@ -21,6 +21,9 @@ Three settings differ from the obvious reading, all measured (BENCHMARKS.md, T-m
   steps; the policy collapses to a non-rewarding loop (return 0.0 from a random start).
 - `ppo.entropy_cost = 0.001` (002 Table 2: 0.01): the LSTM reaches 7.87 +- 0.10 over 3 seeds
   at 1 M steps against 6.70 +- 0.29 with 0.01.
+The attention agent's tokens are linear (`network.time_activation = 'none'`): with relu,
+every PPO run ended with all 1,024 token units dead on every observation (a constant,
+uniform policy), and leaky relu left 8 % of them ever positive.
 """
 
 from experiments import atari_expert
@@ -46,6 +49,7 @@ def get_config(arg: str = ''):
     config.network.kind = 'time_attention'
     config.network.time_hidden = 0  # the 32 tokens straight into the heads (002 Table 4)
     config.network.time_residual = True  # each view keeps its own values: not diluted 1:32
+    config.network.time_activation = 'none'  # linear tokens: under relu all units died in PPO
     config.env.frame_stack = 32  # T: the views the agent attends over
 
   config.single_machine.algorithm = 'ppo'
