@@ -8,7 +8,7 @@ can hold the memory the task needs; a learner that stays far below it has an RL 
 (exploration, credit), not a capacity one. The agent sees its last T views, stacked as
 `atari.FrameStack` stacks them (an episode's first view repeated to fill the stack).
 
-  python benchmarks/tmaze_clone.py [--variants=default,no_residual,newest] [--steps=1500]
+  python benchmarks/tmaze_clone.py [--variants=default,relu,relu_no_residual,relu_newest,leaky_relu]
   python benchmarks/tmaze_clone.py --units=WORKDIR[,WORKDIR...]
 
 Variants are overrides of `experiments/tmaze.py:attention`'s network config. `--units`
@@ -33,10 +33,10 @@ from s3ta.networks import AgentInput, make_network
 from s3ta.networks.time_attention import TimeAttentionTorso
 import tmaze_policies
 
-VARIANTS = {'default': {}, 'no_residual': {'time_residual': False},
-            'newest': {'time_readout': 'newest'},
-            'newest_no_residual': {'time_readout': 'newest', 'time_residual': False},
-            'leaky_relu': {'time_activation': 'leaky_relu'}, 'linear': {'time_activation': 'none'}}
+VARIANTS = {'default': {}, 'relu': {'time_activation': 'relu'},
+            'relu_no_residual': {'time_activation': 'relu', 'time_residual': False},
+            'relu_newest': {'time_activation': 'relu', 'time_readout': 'newest'},
+            'leaky_relu': {'time_activation': 'leaky_relu'}}
 EPISODE_STEPS = 200
 
 
@@ -124,7 +124,7 @@ def units(workdir: str, args) -> dict:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--variants', default='default,no_residual,newest')
+  parser.add_argument('--variants', default='default,relu')
   parser.add_argument('--episodes', type=int, default=250, help='expert episodes of 200 steps')
   parser.add_argument('--epsilon', type=float, default=0.25, help='random actions in the data')
   parser.add_argument('--steps', type=int, default=1500)

@@ -19,7 +19,7 @@ Three settings differ from the obvious reading, all measured (BENCHMARKS.md, T-m
 - `ppo.normalize_advantages = False`: with rewards this sparse, most minibatches hold no
   reward, and per-minibatch normalisation turns their value noise into unit-size policy
   steps; the policy collapses to a non-rewarding loop (return 0.0 from a random start).
-- `ppo.entropy_cost = 0.001` (002 Table 2: 0.01): the LSTM reaches 7.87 +- 0.10 over 3 seeds
+- `ppo.entropy_cost = 0.001` (002 Table 2: 0.01): the LSTM reaches 7.84 +- 0.12 over 3 seeds
   at 1 M steps against 6.70 +- 0.29 with 0.01.
 The attention agent's tokens are linear (`network.time_activation = 'none'`): with relu,
 every PPO run ended with all 1,024 token units dead on every observation (a constant,
