@@ -1,0 +1,65 @@
+"""Which layers of a trained agent have gone dead: units never positive on the run's own observations.
+
+Rebuilds the run's environment from its newest checkpoint, plays `--steps` random-action
+steps in 8 environments, runs the agent's torso on those observations with Flax's
+`capture_intermediates`, and prints per layer output the fraction of units positive on
+any observation and the fraction of (unit, observation) pairs positive. Under a ReLU a
+unit never positive is dead: no output, no gradient. (On the T-maze every relu attention
+agent ended with all its token units dead; BENCHMARKS.md.)
+
+  python benchmarks/dead_units.py WORKDIR [WORKDIR ...] [--steps=150]
+"""
+
+import argparse
+
+import jax
+import numpy as np
+
+from s3ta.analysis.rollout import find_checkpoint, read_metadata, restore_agent
+from s3ta.envs import factory
+from s3ta.networks import AgentInput
+
+NUM_ENVS = 8
+
+
+def layer_activity(workdir: str, steps: int) -> list[tuple[str, tuple, float, float]]:
+  """(layer output, shape, fraction of units ever > 0, fraction of pairs > 0) per torso layer."""
+  config = read_metadata(find_checkpoint(f'{workdir}/checkpoints')).get('config') or {}
+  env = factory.make_env(config.get('env') or {}, NUM_ENVS, 0)
+  agent = restore_agent(f'{workdir}/checkpoints', env.num_actions, env.observation_shape)
+  rng, observations, env_step = np.random.default_rng(0), [], env.reset()
+  for _ in range(steps):
+    observations.append(env_step.observation)
+    env_step = env.step(rng.integers(env.num_actions, size=NUM_ENVS))
+  env.close()
+  frames = np.concatenate(observations)
+  n = len(frames)
+  inputs = AgentInput(frames[None], np.zeros((1, n), np.int32), np.zeros((1, n), np.float32),
+                      np.zeros((1, n), bool))
+  _, captured = agent.network.module.apply({'params': agent.params}, inputs,
+                                           agent.network.initial_state(n),
+                                           capture_intermediates=True, mutable=['intermediates'])
+  rows = []
+  for path, output in jax.tree_util.tree_flatten_with_path(captured['intermediates'])[0]:
+    name = '/'.join(str(getattr(p, 'key', getattr(p, 'idx', p))) for p in path)
+    output = np.asarray(output)
+    if not name.startswith('torso/') or output.shape[0] != n or output.shape[-1] < 4:
+      continue  # the heads' outputs and anything not per observation
+    positive = output.reshape(n, -1) > 0
+    rows.append((name, output.shape, float(positive.any(0).mean()), float(positive.mean())))
+  return rows
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('workdirs', nargs='+')
+  parser.add_argument('--steps', type=int, default=150, help='random-action steps per environment')
+  args = parser.parse_args()
+  for workdir in args.workdirs:
+    print(f'== {workdir}')
+    for name, shape, ever, pairs in layer_activity(workdir, args.steps):
+      print(f'  {name:50s} {str(shape):18s} units ever > 0: {ever:.3f}   pairs > 0: {pairs:.3f}')
+
+
+if __name__ == '__main__':
+  main()
