@@ -41,7 +41,7 @@ EPISODE_STEPS = 200
 
 
 def _episode(maze: tmaze.TMaze, views: int, choose, rng: np.random.Generator):
-  """Yields (stack [5, 5, 3 * views], expert action) per step; `choose` picks the action played."""
+  """Yields (stack [5, 5, 3 * views], expert action, reward) per step; `choose` picks the action played."""
   stack = np.concatenate([maze.observation()] * views, -1)
   last_side = None
   for _ in range(EPISODE_STEPS):
