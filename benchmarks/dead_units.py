@@ -1,11 +1,12 @@
-"""Which layers of a trained agent have gone dead: units never positive on the run's own observations.
+"""Which layers of a trained agent have gone dead: units never positive (relu) or saturated (tanh).
 
 Rebuilds the run's environment from its newest checkpoint, plays `--steps` random-action
 steps in 8 environments, runs the agent's torso on those observations with Flax's
 `capture_intermediates`, and prints per layer output the fraction of units positive on
-any observation and the fraction of (unit, observation) pairs positive. Under a ReLU a
-unit never positive is dead: no output, no gradient. (On the T-maze every relu attention
-agent ended with all its token units dead; BENCHMARKS.md.)
+any observation, the fraction of (unit, observation) pairs positive, and the fraction of
+pairs saturated for a tanh (|x| > 2.65, where tanh'(x) < 0.02). Under a ReLU a unit never
+positive is dead: no output, no gradient. (On the T-maze every relu attention agent ended
+with all its token units dead; BENCHMARKS.md.) Outputs are the layers' pre-activations.
 
   python benchmarks/dead_units.py WORKDIR [WORKDIR ...] [--steps=150]
 """
@@ -22,8 +23,11 @@ from s3ta.networks import AgentInput
 NUM_ENVS = 8
 
 
-def layer_activity(workdir: str, steps: int) -> list[tuple[str, tuple, float, float]]:
-  """(layer output, shape, fraction of units ever > 0, fraction of pairs > 0) per torso layer."""
+SATURATED = 2.65  # |x| beyond which tanh'(x) = 1 - tanh(x)^2 < 0.02
+
+
+def layer_activity(workdir: str, steps: int) -> list[tuple[str, tuple, float, float, float]]:
+  """(layer output, shape, fraction of units ever > 0, of pairs > 0, of pairs saturated)."""
   config = read_metadata(find_checkpoint(f'{workdir}/checkpoints')).get('config') or {}
   env = factory.make_env(config.get('env') or {}, NUM_ENVS, 0)
   agent = restore_agent(f'{workdir}/checkpoints', env.num_actions, env.observation_shape)
@@ -46,7 +50,8 @@ def layer_activity(workdir: str, steps: int) -> list[tuple[str, tuple, float, fl
     if not name.startswith('torso/') or output.shape[0] != n or output.shape[-1] < 4:
       continue  # the heads' outputs and anything not per observation
     positive = output.reshape(n, -1) > 0
-    rows.append((name, output.shape, float(positive.any(0).mean()), float(positive.mean())))
+    rows.append((name, output.shape, float(positive.any(0).mean()), float(positive.mean()),
+                 float((np.abs(output) > SATURATED).mean())))
   return rows
 
 
@@ -57,8 +62,9 @@ def main() -> None:
   args = parser.parse_args()
   for workdir in args.workdirs:
     print(f'== {workdir}')
-    for name, shape, ever, pairs in layer_activity(workdir, args.steps):
-      print(f'  {name:50s} {str(shape):18s} units ever > 0: {ever:.3f}   pairs > 0: {pairs:.3f}')
+    for name, shape, ever, pairs, saturated in layer_activity(workdir, args.steps):
+      print(f'  {name:50s} {str(shape):18s} units ever > 0: {ever:.3f}   pairs > 0: {pairs:.3f}'
+            f'   pairs |x| > {SATURATED}: {saturated:.3f}')
 
 
 if __name__ == '__main__':

@@ -203,3 +203,25 @@ def test_tokens_pushed_negative_die_only_under_relu(activation):
     assert spread == 0.0 and query_grad == 0.0
   else:
     assert spread > 1e-4 and query_grad > 0.0
+
+
+@pytest.mark.parametrize('activation', ['relu', 'tanh', 'none'])
+def test_gawrl_dense_layer_pushed_negative_dies_only_under_relu(activation):
+  # RAM Pong under PPO left 5 of g-AWRL's 64 relu units ever positive. A layer pushed below
+  # zero everywhere gives constant logits and no gradient to the attention under relu only.
+  # (tanh saturates instead: its gradient is small at -5 and exactly zero in float32 at -100.)
+  network = make_network({'kind': 'gawrl', 'awrl_key_size': 8, 'awrl_model_size': 8,
+                          'awrl_hidden': 16, 'awrl_hidden_activation': activation}, 4, (F, T, 1))
+  params = network.init(jax.random.PRNGKey(0))
+  params['torso']['output']['bias'] = np.full_like(params['torso']['output']['bias'], -5.0)
+  observations = _observations(8, batch=3)
+  inputs = AgentInput(observations[None], np.zeros((1, 3), np.int32),
+                      np.zeros((1, 3), np.float32), np.zeros((1, 3), bool))
+  logits = lambda p: network.unroll(p, inputs, network.initial_state(3))[0].logits
+  spread = float(np.asarray(logits(params)).std(axis=1).max())  # across the 3 observations
+  grads = jax.grad(lambda p: logits(p)[..., 0].sum())(params)
+  query_grad = float(np.abs(np.asarray(grads['torso']['attention_0']['query']['kernel'])).max())
+  if activation == 'relu':
+    assert spread == 0.0 and query_grad == 0.0
+  else:
+    assert spread > 1e-6 and query_grad > 0.0

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from s3ta.networks.activations import ACTIVATIONS
 from s3ta.networks import attention as attention_lib
 from s3ta.networks import awrl
 from s3ta.networks import feature_cnn
@@ -62,6 +63,8 @@ class NetworkConfig:
   awrl_layers: int = 2  # attention modules
   awrl_position_size: int = 16  # sine-cosine encoding of each token's address (even)
   awrl_hidden: int = 64  # g-AWRL's fully connected layer before the heads
+  awrl_hidden_activation: str = 'relu'  # its nonlinearity (`activations.ACTIVATIONS`); relu
+  # here so that older checkpoints behave alike; experiments/ram_features.py sets 'tanh'
   awrl_attention: str = 'both'  # queries/keys from 'both', 'content' or 'address'
   cnn_channels: int = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters per convolution
   cnn_hidden: int = 64  # their fully connected layer before the heads
@@ -106,9 +109,10 @@ class NetworkConfig:
     if self.time_readout not in time_attention.READOUTS:
       raise ValueError(f'time_readout must be one of {time_attention.READOUTS}, got '
                        f'{self.time_readout!r}.')
-    if self.time_activation not in time_attention.ACTIVATIONS:
-      raise ValueError(f'time_activation must be one of {tuple(time_attention.ACTIVATIONS)}, got '
-                       f'{self.time_activation!r}.')
+    for name in ('time_activation', 'awrl_hidden_activation'):
+      if getattr(self, name) not in ACTIVATIONS:
+        raise ValueError(f'{name} must be one of {tuple(ACTIVATIONS)}, got '
+                         f'{getattr(self, name)!r}.')
     if self.time_hidden < 0:
       raise ValueError(f'time_hidden must be >= 0 (0: no dense layer), got {self.time_hidden}.')
     if self.awrl_position_size < 2 or self.awrl_position_size % 2:

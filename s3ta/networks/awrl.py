@@ -9,7 +9,9 @@ normalisation layer (003 Sec. 5).
 
 - g-AWRL (`gawrl`): full self-attention, so tokens can be selected and mixed; the
   tokens are then flattened into a fully connected layer before the policy and value
-  heads.
+  heads. Its nonlinearity is `awrl_hidden_activation`: with 'relu' (the default, for older
+  checkpoints) PPO on RAM Pong left 5 of its 64 units ever positive, so
+  experiments/ram_features.py uses 'tanh' (BENCHMARKS.md, RAM-feature Pong).
 - d-AWRL (`dawrl`): selection only. Each head's map keeps only the diagonal of
   Q K^T / sqrt(d_k), a softmax over the tokens (a 1-D map), so token i becomes
   a_i * e_i and no two tokens mix. No hidden layer follows: the flattened tokens go
@@ -33,6 +35,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from s3ta.networks.activations import ACTIVATIONS
 
 ATTENTION_SOURCES = ('both', 'content', 'address')
 
@@ -115,4 +119,5 @@ class AWRLTorso(nn.Module):
     flat = tokens.reshape(batch, -1).astype(dtype)
     if selection_only:  # the linear heads make value and logits sums of per-token terms
       return flat, first_maps
-    return nn.relu(nn.Dense(cfg.awrl_hidden, dtype=dtype, name='output')(flat)), first_maps
+    hidden = nn.Dense(cfg.awrl_hidden, dtype=dtype, name='output')(flat)
+    return ACTIVATIONS[cfg.awrl_hidden_activation](hidden), first_maps

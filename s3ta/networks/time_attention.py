@@ -37,10 +37,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from s3ta.networks.activations import ACTIVATIONS
 from s3ta.networks.awrl import positional_encoding
 
 READOUTS = ('all', 'newest')
-ACTIVATIONS = {'relu': nn.relu, 'leaky_relu': nn.leaky_relu, 'none': lambda x: x}
 
 
 class TimeAttentionTorso(nn.Module):
