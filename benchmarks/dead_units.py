@@ -26,8 +26,8 @@ NUM_ENVS = 8
 SATURATED = 2.65  # |x| beyond which tanh'(x) = 1 - tanh(x)^2 < 0.02
 
 
-def layer_activity(workdir: str, steps: int) -> list[tuple[str, tuple, float, float, float]]:
-  """(layer output, shape, fraction of units ever > 0, of pairs > 0, of pairs saturated)."""
+def random_play(workdir: str, steps: int):
+  """(agent from the newest checkpoint, observations of `steps` random actions in 8 envs)."""
   config = read_metadata(find_checkpoint(f'{workdir}/checkpoints')).get('config') or {}
   env = factory.make_env(config.get('env') or {}, NUM_ENVS, 0)
   agent = restore_agent(f'{workdir}/checkpoints', env.num_actions, env.observation_shape)
@@ -36,7 +36,12 @@ def layer_activity(workdir: str, steps: int) -> list[tuple[str, tuple, float, fl
     observations.append(env_step.observation)
     env_step = env.step(rng.integers(env.num_actions, size=NUM_ENVS))
   env.close()
-  frames = np.concatenate(observations)
+  return agent, np.concatenate(observations)
+
+
+def layer_activity(agent, frames: np.ndarray) -> list[tuple[str, tuple, float, float, float]]:
+  """Per torso layer on `frames` [N, ...]: (layer output, shape, fraction of units ever > 0,
+  of (unit, observation) pairs > 0, of pairs saturated)."""
   n = len(frames)
   inputs = AgentInput(frames[None], np.zeros((1, n), np.int32), np.zeros((1, n), np.float32),
                       np.zeros((1, n), bool))
@@ -62,7 +67,7 @@ def main() -> None:
   args = parser.parse_args()
   for workdir in args.workdirs:
     print(f'== {workdir}')
-    for name, shape, ever, pairs, saturated in layer_activity(workdir, args.steps):
+    for name, shape, ever, pairs, saturated in layer_activity(*random_play(workdir, args.steps)):
       print(f'  {name:50s} {str(shape):18s} units ever > 0: {ever:.3f}   pairs > 0: {pairs:.3f}'
             f'   pairs |x| > {SATURATED}: {saturated:.3f}')
 

@@ -13,8 +13,9 @@ can hold the memory the task needs; a learner that stays far below it has an RL 
 
 Variants are overrides of `experiments/tmaze.py:attention`'s network config. `--units`
 instead reads trained agents' newest checkpoints and reports, on the expert's observations,
-the fraction of token units active on any of them and the spread of the logits and value
-across them: a run whose units all died has constant outputs.
+the fraction of token units (all T tokens, before the activation) positive on any of them
+(`dead_units.layer_activity`) and the spread of the logits and value across them: a run
+whose units all died has constant outputs.
 """
 
 import argparse
@@ -30,7 +31,7 @@ from experiments import tmaze as tmaze_config
 from s3ta.envs import tmaze
 from s3ta.analysis.rollout import restore_agent
 from s3ta.networks import AgentInput, make_network
-from s3ta.networks.time_attention import TimeAttentionTorso
+import dead_units
 import tmaze_policies
 
 VARIANTS = {'default': {}, 'relu': {'time_activation': 'relu'},
@@ -105,19 +106,19 @@ def clone(overrides: dict, args) -> dict:
 
 
 def units(workdir: str, args) -> dict:
+  """A trained agent's token units (`dead_units.layer_activity`) and output spread on the expert's play."""
   views = tmaze_config.get_config('attention').env.frame_stack
   agent = restore_agent(f'{workdir}/checkpoints', 5, (5, 5, 3 * views))
   stacks, _ = expert_data(args.episodes // 50, views, args.epsilon, args.seed + 2)
-  tokens, _ = TimeAttentionTorso(agent.network.config).apply({'params': agent.params['torso']},
-                                                             jnp.asarray(stacks))
   n = stacks.shape[0]
   out = agent.network.unroll(agent.params, AgentInput(
       stacks[None], jnp.zeros((1, n), jnp.int32), jnp.zeros((1, n), jnp.float32),
       jnp.zeros((1, n), bool)), agent.network.initial_state(n))[0]
-  active = np.asarray(tokens) > 0
+  (_, shape, ever, pairs, _), = [row for row in dead_units.layer_activity(agent, stacks)
+                                 if row[0].startswith('torso/output')]
   return dict(workdir=workdir, activation=agent.network.config.time_activation,
-              observations=n, units=active.shape[1], units_ever_active=round(float(active.any(0).mean()), 3),
-              active_fraction=round(float(active.mean()), 4),
+              observations=n, units=int(np.prod(shape[1:])), units_ever_active=round(ever, 3),
+              active_fraction=round(pairs, 4),
               logit_std=round(float(np.asarray(out.logits[0]).std(0).max()), 4),
               value_std=round(float(np.asarray(out.value[0]).std()), 4))
 
