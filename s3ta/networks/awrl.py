@@ -9,9 +9,11 @@ normalisation layer (003 Sec. 5).
 
 - g-AWRL (`gawrl`): full self-attention, so tokens can be selected and mixed; the
   tokens are then flattened into a fully connected layer before the policy and value
-  heads. Its nonlinearity is `awrl_hidden_activation`: with 'relu' (the default, for older
-  checkpoints) PPO on RAM Pong left 5 of its 64 units ever positive, so
-  experiments/ram_features.py uses 'tanh' (BENCHMARKS.md, RAM-feature Pong).
+  heads. Its nonlinearity is `awrl_hidden_activation` ('relu' by default, for older
+  checkpoints). That layer's pre-activations are mostly a per-unit offset the observation
+  barely moves (the address encodings dominate the tokens), so on RAM Pong PPO left 5 of
+  its 64 relu units ever positive and saturated tanh units; experiments/ram_features.py
+  makes it linear (BENCHMARKS.md, RAM-feature Pong).
 - d-AWRL (`dawrl`): selection only. Each head's map keeps only the diagonal of
   Q K^T / sqrt(d_k), a softmax over the tokens (a 1-D map), so token i becomes
   a_i * e_i and no two tokens mix. No hidden layer follows: the flattened tokens go
