@@ -84,6 +84,18 @@ def test_reward_attention_is_the_mass_on_past_reward_views_against_their_share()
   assert head0['share'] == pytest.approx((1 / 4 + 2 / 4) / 2)
   assert head0['lift'] == pytest.approx(0.6 / 0.375)
   assert head1['lift'] == pytest.approx(1.0)  # uniform attention: no lift
+  # The first view of the newest run of sightings: view 1, then view 0 (run 0-1).
+  assert head0['latest_mass'] == pytest.approx((0.6 + 0.3) / 2)
+  assert head0['latest_lift'] == pytest.approx(0.45 * 4)
+  assert head1['latest_lift'] == pytest.approx(1.0)
+
+
+def test_latest_sighting_start_is_the_first_view_of_the_newest_run():
+  past = np.array([[True, True, False, True, True, False],
+                   [False] * 6,
+                   [True] * 6,
+                   [False, False, False, False, False, True]])
+  np.testing.assert_array_equal(feature_attention.latest_sighting_start(past), [3, -1, 0, 5])
 
 
 def test_the_agent_runner_steps_a_feature_agent_and_records_its_maps(tmp_path):

@@ -11,7 +11,10 @@ config) with its agent and writes, per head:
 Output: `feature_attention.png` and `feature_attention.csv` (the averaged maps, labelled).
 For the T-maze, `reward_attention.csv` adds 002's Fig. 6 test: per head, the attention mass
 on the past views that show the collectible reward, against those views' share of the window
-(lift > 1: the head looks at the reward's sightings more than at other views).
+(lift > 1: the head looks at the reward's sightings more than at other views), and 002's
+sharper claim ("all heads highlight the first observation of the most recent reward
+object"): the weight on the first view of the latest run of sightings, against 1/T
+(`latest_lift`).
 """
 
 import csv
@@ -45,20 +48,41 @@ def reward_views(observation: np.ndarray) -> np.ndarray:
   return observation.reshape(height, width, channels // 3, 3)[..., 1].any(axis=(0, 1))
 
 
+def latest_sighting_start(past: np.ndarray) -> np.ndarray:
+  """[steps] index of the first view of the newest run of True in each row of `past` (-1: none)."""
+  views = past.shape[1]
+  last = views - 1 - np.argmax(past[:, ::-1], axis=1)  # newest sighting
+  starts = np.full(len(past), -1)
+  for i, row in enumerate(past):
+    if row.any():
+      start = last[i]
+      while start > 0 and row[start - 1]:
+        start -= 1
+      starts[i] = start
+  return starts
+
+
 def reward_attention(maps: np.ndarray, shown: np.ndarray) -> list[dict]:
-  """Per head: mean attention mass on reward-showing views and their mean share of the window.
+  """Per head: mean attention mass on reward-showing views against their mean share of the
+  window (`lift`), and the weight on the first view of the latest sighting against 1/T
+  (`latest_lift`).
 
   `maps` [steps, heads, views], `shown` [steps, views]; only steps whose window holds a
   reward sighting count, and the newest view is left out (it is the query's own view).
   """
   past = shown[:, :-1]
   keep = past.any(axis=1)
-  share = past[keep].sum(axis=1).mean() / shown.shape[1] if keep.any() else float('nan')
+  views = shown.shape[1]
+  share = past[keep].sum(axis=1).mean() / views if keep.any() else float('nan')
+  first = latest_sighting_start(past[keep])
   rows = []
   for head in range(maps.shape[1]):
-    mass = (maps[keep, head, :-1] * past[keep]).sum(axis=1).mean() if keep.any() else float('nan')
+    kept = maps[keep, head]
+    mass = (kept[:, :-1] * past[keep]).sum(axis=1).mean() if keep.any() else float('nan')
+    latest = kept[np.arange(len(first)), first].mean() if keep.any() else float('nan')
     rows.append(dict(head=head, steps=int(keep.sum()), mass=float(mass), share=float(share),
-                     lift=float(mass / share)))
+                     lift=float(mass / share), latest_mass=float(latest),
+                     latest_lift=float(latest * views)))
   return rows
 
 
@@ -111,7 +135,8 @@ def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str,
   if shown is not None:
     path = os.path.join(out, 'reward_attention.csv')
     with open(path, 'w', newline='') as f:
-      writer = csv.DictWriter(f, ['head', 'steps', 'mass', 'share', 'lift'])
+      writer = csv.DictWriter(f, ['head', 'steps', 'mass', 'share', 'lift', 'latest_mass',
+                                  'latest_lift'])
       writer.writeheader()
       writer.writerows(reward_attention(maps, shown))
     written.append(path)
