@@ -12,11 +12,13 @@ irrelevant features (002: 0, 8, 32, 128). Observations are each feature's last 4
 agent steps, in a feature order fixed per run (`env.feature_shuffle_seed`). PPO
 settings are 002's Table 1: 8 environments, horizon 128, 3 epochs of 4 minibatches of
 32 x 8 steps, Adam 2.5e-4, clip 0.2, GAE 0.95, gradient-norm clip 0.5, entropy 0.01,
-value 0.5. g-AWRL's dense layer before its heads is linear (`network.awrl_hidden_activation`):
-its pre-activations are mostly a per-unit offset that no observation changes (at
-initialisation on Pong, an offset of 0.53 against a spread of 0.013 across observations),
-so under relu PPO left 5 of its 64 units ever positive, and under tanh 90 % of
-(unit, observation) pairs were saturated by 1.1 M frames (BENCHMARKS.md).
+value 0.5. g-AWRL's dense layer before its heads keeps 003's relu
+(`network.awrl_hidden_activation`), although its pre-activations are mostly a per-unit
+offset that no observation changes (on Pong at initialisation, 0.53 against a spread of
+0.013 across observations): under relu PPO left 5 of its 64 units ever positive, under
+tanh 90 % of (unit, observation) pairs were saturated by 1.1 M frames, and linear, the
+offset became a constant logit bias (entropy 0.2 by 0.3 M frames); none learned within its
+budget (BENCHMARKS.md, RAM-feature Pong).
 """
 
 from experiments import atari_expert
@@ -43,7 +45,7 @@ def get_config(arg: str = ''):
   # baselines' counts, Table 3, and its FC ends in 32 units): `python -m s3ta.analysis
   # parameter-counts --config=experiments/ram_features.py`. cnn1d's defaults match already.
   config.network.mlp_hidden = (288, 256, 32)
-  config.network.awrl_hidden_activation = 'none'  # g-AWRL: relu died, tanh saturated (docstring)
+  config.network.awrl_hidden_activation = 'relu'  # g-AWRL (003); tanh and none: see the docstring
 
   config.single_machine.algorithm = 'ppo'
   config.unroll_length = 128  # PPO horizon

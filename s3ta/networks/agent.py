@@ -64,7 +64,7 @@ class NetworkConfig:
   awrl_position_size: int = 16  # sine-cosine encoding of each token's address (even)
   awrl_hidden: int = 64  # g-AWRL's fully connected layer before the heads
   awrl_hidden_activation: str = 'relu'  # its nonlinearity (`activations.ACTIVATIONS`); relu
-  # here so that older checkpoints behave alike; experiments/ram_features.py sets 'none'
+  # as in 003; 'tanh' and 'none' did no better on RAM Pong (BENCHMARKS.md)
   awrl_attention: str = 'both'  # queries/keys from 'both', 'content' or 'address'
   cnn_channels: int = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters per convolution
   cnn_hidden: int = 64  # their fully connected layer before the heads

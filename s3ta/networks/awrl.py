@@ -12,8 +12,9 @@ normalisation layer (003 Sec. 5).
   heads. Its nonlinearity is `awrl_hidden_activation` ('relu' by default, for older
   checkpoints). That layer's pre-activations are mostly a per-unit offset the observation
   barely moves (the address encodings dominate the tokens), so on RAM Pong PPO left 5 of
-  its 64 relu units ever positive and saturated tanh units; experiments/ram_features.py
-  makes it linear (BENCHMARKS.md, RAM-feature Pong).
+  its 64 relu units ever positive, saturated tanh units, and made a linear layer's offset
+  a constant logit bias (BENCHMARKS.md, RAM-feature Pong). 003's batch norm would centre
+  each token channel over the batch, removing that offset; our LayerNorm does not.
 - d-AWRL (`dawrl`): selection only. Each head's map keeps only the diagonal of
   Q K^T / sqrt(d_k), a softmax over the tokens (a 1-D map), so token i becomes
   a_i * e_i and no two tokens mix. No hidden layer follows: the flattened tokens go
