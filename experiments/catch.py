@@ -51,7 +51,8 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   # Constant while attention first finds the ball (~150 K agent steps), then annealed
   # linearly to 0 at max_frames (sgd steps of T x B = 320 agent steps), so a converging
   # policy is not shaken by lr-sized steps. Held to 250 K instead, seed 0 collapsed at 324 K;
-  # this schedule learned and stayed learned on seeds 0-3 (BENCHMARKS.md, "over seeds").
+  # this schedule learned and stayed learned on seeds 0-3 (BENCHMARKS.md, "over seeds") on one
+  # machine; on another, seed 0 collapsed at 160 K and seed 1 learned late (tests use seed 2).
   config.learner.learning_rate_decay_begin = 469  # ~150 K agent steps
   config.learner.learning_rate_decay_steps = 1094  # to 0 at ~500 K = max_frames
   # Inside the square root (TF RMSProp). The paper's 0.01 barely normalises this tiny net's
