@@ -21,8 +21,6 @@ from s3ta.envs import factory
 from s3ta.networks import AgentInput
 
 NUM_ENVS = 8
-
-
 SATURATED = 2.65  # |x| beyond which tanh'(x) = 1 - tanh(x)^2 < 0.02
 
 

@@ -45,7 +45,6 @@ def get_config(arg: str = ''):
   # baselines' counts, Table 3, and its FC ends in 32 units): `python -m s3ta.analysis
   # parameter-counts --config=experiments/ram_features.py`. cnn1d's defaults match already.
   config.network.mlp_hidden = (288, 256, 32)
-  config.network.awrl_hidden_activation = 'relu'  # g-AWRL (003); tanh and none: see the docstring
 
   config.single_machine.algorithm = 'ppo'
   config.unroll_length = 128  # PPO horizon

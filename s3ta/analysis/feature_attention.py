@@ -50,16 +50,10 @@ def reward_views(observation: np.ndarray) -> np.ndarray:
 
 def latest_sighting_start(past: np.ndarray) -> np.ndarray:
   """[steps] index of the first view of the newest run of True in each row of `past` (-1: none)."""
-  views = past.shape[1]
-  last = views - 1 - np.argmax(past[:, ::-1], axis=1)  # newest sighting
-  starts = np.full(len(past), -1)
-  for i, row in enumerate(past):
-    if row.any():
-      start = last[i]
-      while start > 0 and row[start - 1]:
-        start -= 1
-      starts[i] = start
-  return starts
+  index = np.arange(past.shape[1])
+  last = past.shape[1] - 1 - np.argmax(past[:, ::-1], axis=1)  # newest sighting
+  gap = np.where(~past & (index <= last[:, None]), index, -1).max(axis=1)  # last view without
+  return np.where(past.any(axis=1), gap + 1, -1)
 
 
 def reward_attention(maps: np.ndarray, shown: np.ndarray) -> list[dict]:

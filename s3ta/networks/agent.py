@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from s3ta.networks.activations import ACTIVATIONS
+from s3ta.networks import activations
 from s3ta.networks import attention as attention_lib
 from s3ta.networks import awrl
 from s3ta.networks import feature_cnn
@@ -110,8 +110,8 @@ class NetworkConfig:
       raise ValueError(f'time_readout must be one of {time_attention.READOUTS}, got '
                        f'{self.time_readout!r}.')
     for name in ('time_activation', 'awrl_hidden_activation'):
-      if getattr(self, name) not in ACTIVATIONS:
-        raise ValueError(f'{name} must be one of {tuple(ACTIVATIONS)}, got '
+      if getattr(self, name) not in activations.ACTIVATIONS:
+        raise ValueError(f'{name} must be one of {tuple(activations.ACTIVATIONS)}, got '
                          f'{getattr(self, name)!r}.')
     if self.time_hidden < 0:
       raise ValueError(f'time_hidden must be >= 0 (0: no dense layer), got {self.time_hidden}.')
