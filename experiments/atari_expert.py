@@ -64,6 +64,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.awrl_position_size = 16  # sine-cosine address encoding (even)
   config.network.awrl_hidden = 64  # g-AWRL's fully connected layer before the heads
   config.network.awrl_hidden_activation = 'relu'  # its nonlinearity: 'relu', 'leaky_relu', 'tanh', 'none'
+  config.network.awrl_centre_tokens = False  # g-AWRL: subtract a mid-range observation's tokens first
   config.network.awrl_attention = 'both'  # queries/keys from 'both', 'content' or 'address'
   config.network.cnn_channels = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters each
   config.network.cnn_hidden = 64  # their dense layer before the heads

@@ -18,7 +18,8 @@ offset that no observation changes (on Pong at initialisation, 0.53 against a sp
 0.013 across observations): under relu PPO left 5 of its 64 units ever positive, under
 tanh 90 % of (unit, observation) pairs were saturated by 1.1 M frames, and linear, the
 offset became a constant logit bias (entropy 0.2 by 0.3 M frames); none learned within its
-budget (BENCHMARKS.md, RAM-feature Pong).
+budget (BENCHMARKS.md, RAM-feature Pong). So here its input is centred
+(`network.awrl_centre_tokens`: a mid-range observation's tokens are subtracted).
 """
 
 from experiments import atari_expert
@@ -45,6 +46,9 @@ def get_config(arg: str = ''):
   # baselines' counts, Table 3, and its FC ends in 32 units): `python -m s3ta.analysis
   # parameter-counts --config=experiments/ram_features.py`. cnn1d's defaults match already.
   config.network.mlp_hidden = (288, 256, 32)
+  # g-AWRL: subtract a mid-range observation's tokens before its dense layer, which otherwise
+  # sees a per-unit offset that no observation changes (awrl.py; BENCHMARKS.md, RAM-feature Pong).
+  config.network.awrl_centre_tokens = True
 
   config.single_machine.algorithm = 'ppo'
   config.unroll_length = 128  # PPO horizon

@@ -225,3 +225,42 @@ def test_gawrl_dense_layer_pushed_negative_dies_only_under_relu(activation):
     assert spread == 0.0 and query_grad == 0.0
   else:
     assert spread > 1e-6 and query_grad > 0.0
+
+
+def _dense_layer_inputs(observations, **config):
+  """g-AWRL's pre-activations before its heads (the `output` layer) and the attention maps."""
+  network = make_network(dict({'kind': 'gawrl', 'awrl_key_size': 8, 'awrl_model_size': 8,
+                               'awrl_hidden': 16, 'awrl_hidden_activation': 'none'}, **config),
+                         4, (F, T, 1))
+  params = network.init(jax.random.PRNGKey(0))
+  params['torso']['output']['bias'] = np.linspace(-1, 1, 16).astype(np.float32)
+  n = len(observations)
+  inputs = AgentInput(observations[None], np.zeros((1, n), np.int32), np.zeros((1, n), np.float32),
+                      np.zeros((1, n), bool))
+  out, captured = network.module.apply({'params': params}, inputs, network.initial_state(n),
+                                       capture_intermediates=True, mutable=['intermediates'])
+  hidden = captured['intermediates']['torso']['output']['__call__'][0]
+  return np.asarray(hidden).reshape(n, -1), np.asarray(out[0].attention[0]), params
+
+
+def test_centred_tokens_remove_only_what_every_observation_shares():
+  # RAM Pong: the dense layer's pre-activations were a per-unit offset (0.53) that the
+  # observation barely moved (0.013), so relu units sat on one side for good. Centring
+  # subtracts the tokens of a mid-range observation: a constant per unit, the same
+  # differences between observations, and a mid-range observation maps to the bias.
+  mid = np.full((1, F, T, 1), 128, np.uint8)
+  observations = np.concatenate([_observations(4, batch=3), mid])
+  plain, plain_maps, _ = _dense_layer_inputs(observations)
+  centred, centred_maps, params = _dense_layer_inputs(observations, awrl_centre_tokens=True)
+  np.testing.assert_allclose(centred[-1], params['torso']['output']['bias'], atol=1e-5)
+  np.testing.assert_allclose(centred[:-1] - centred[-1], plain[:-1] - plain[-1], atol=1e-5)
+  assert np.abs(plain[-1] - params['torso']['output']['bias']).max() > 0.1  # the offset
+  assert centred_maps.shape == plain_maps.shape == (4, 4, F * T, F * T)  # no extra row
+  np.testing.assert_allclose(centred_maps, plain_maps, atol=1e-6)
+
+
+def test_centring_leaves_dawrl_unchanged():
+  # d-AWRL has no hidden layer: an offset before its linear heads is just a bias.
+  observations = _observations(5, batch=3)
+  plain, centred = (_unroll('dawrl', observations, awrl_centre_tokens=c) for c in (False, True))
+  np.testing.assert_array_equal(plain.logits, centred.logits)
