@@ -65,6 +65,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.awrl_hidden = 64  # g-AWRL's fully connected layer before the heads
   config.network.awrl_hidden_activation = 'relu'  # its nonlinearity: 'relu', 'leaky_relu', 'tanh', 'none'
   config.network.awrl_centre_tokens = False  # g-AWRL: subtract a mid-range observation's tokens first
+  config.network.awrl_norm_before_hidden = False  # g-AWRL: then LayerNorm them (scale to O(1))
   config.network.awrl_attention = 'both'  # queries/keys from 'both', 'content' or 'address'
   config.network.cnn_channels = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters each
   config.network.cnn_hidden = 64  # their dense layer before the heads

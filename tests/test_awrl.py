@@ -264,3 +264,16 @@ def test_centring_leaves_dawrl_unchanged():
   observations = _observations(5, batch=3)
   plain, centred = (_unroll('dawrl', observations, awrl_centre_tokens=c) for c in (False, True))
   np.testing.assert_array_equal(plain.logits, centred.logits)
+
+
+def test_normalised_centred_tokens_move_the_dense_layer_more():
+  # Centred alone, the layer's input barely moves (Pong: 0.013 against Adam's 2.5e-4 steps
+  # on its bias), and relu units died again. A LayerNorm over the centred tokens scales
+  # them to unit variance; a mid-range observation (zero centred tokens) still maps to the bias.
+  observations = np.concatenate([_observations(6, batch=6), np.full((1, F, T, 1), 128, np.uint8)])
+  centred, _, params = _dense_layer_inputs(observations, awrl_centre_tokens=True)
+  scaled, _, _ = _dense_layer_inputs(observations, awrl_centre_tokens=True,
+                                     awrl_norm_before_hidden=True)
+  np.testing.assert_allclose(scaled[-1], params['torso']['output']['bias'], atol=1e-5)
+  spread = lambda x: float(x[:-1].std(0).mean())  # across observations, per unit
+  assert spread(scaled) > 5 * spread(centred), (spread(scaled), spread(centred))

@@ -67,6 +67,7 @@ class NetworkConfig:
   # as in 003; 'tanh' and 'none' did no better on RAM Pong (BENCHMARKS.md)
   awrl_centre_tokens: bool = False  # g-AWRL: subtract a mid-range observation's tokens before
   # that layer (its per-unit offset; awrl.py). False here so that older checkpoints behave alike
+  awrl_norm_before_hidden: bool = False  # g-AWRL: LayerNorm over the flattened tokens before it
   awrl_attention: str = 'both'  # queries/keys from 'both', 'content' or 'address'
   cnn_channels: int = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters per convolution
   cnn_hidden: int = 64  # their fully connected layer before the heads

@@ -21,6 +21,9 @@ normalisation layer (003 Sec. 5).
   subtracted from every observation's. One extra row per call. On RAM Pong at
   initialisation the offset falls from 0.53 to 0.021 (spread 0.013), and 81 % of the
   units are positive on some observations, against 44 % (an all-zero reference: 55 %).
+  Centred alone, that input still moves only 0.013, so Adam's steps on the layer's bias
+  soon decide each unit's sign again (31 % alive by 0.9 M frames); `awrl_norm_before_hidden`
+  LayerNorms the centred tokens, scaling what the observation changes to O(1) (spread 0.25).
 - d-AWRL (`dawrl`): selection only. Each head's map keeps only the diagonal of
   Q K^T / sqrt(d_k), a softmax over the tokens (a 1-D map), so token i becomes
   a_i * e_i and no two tokens mix. No hidden layer follows: the flattened tokens go
@@ -133,5 +136,8 @@ class AWRLTorso(nn.Module):
     flat = tokens.reshape(batch, -1).astype(dtype)
     if selection_only:  # the linear heads make value and logits sums of per-token terms
       return flat, first_maps
+    if cfg.awrl_norm_before_hidden:  # scales what the observation changes (tiny) to O(1)
+      flat = nn.LayerNorm(dtype=jnp.float32, name='hidden_input_norm')(
+          flat.astype(jnp.float32)).astype(dtype)
     hidden = nn.Dense(cfg.awrl_hidden, dtype=dtype, name='output')(flat)
     return ACTIVATIONS[cfg.awrl_hidden_activation](hidden), first_maps
