@@ -234,3 +234,18 @@ def test_step_stats_average_the_lag_of_a_window_and_reset():
   assert stats.record() == dict(policy_lag=3.5, policy_lag_max=9, wait_s=0.5, sgd_s=0.0)
   stats.reset()
   assert stats.record()['policy_lag'] is None
+
+
+def test_update_rms_clip_caps_each_normalised_step_after_rmsprop():
+  # decay 0.99 from a zero mean square: ms = 0.01 g^2, so the normalised step is 10 sign(g)
+  # (RMS 10 in every array, whatever the gradient's size); capped at RMS 2, times -lr.
+  params = {'a': jnp.zeros(2), 'b': jnp.zeros(1)}
+  grads = {'a': jnp.array([3.0, -4.0]), 'b': jnp.array([1e-3])}
+  opt = rmsprop(learning_rate=0.5, epsilon=0.0, decay=0.99, initial_scale=0.0, grad_clip=2.0,
+                clip_mode='update_rms')
+  updates, _ = opt.update(grads, opt.init(params), params)
+  np.testing.assert_allclose(updates['a'], [-1.0, 1.0], rtol=1e-5)
+  np.testing.assert_allclose(updates['b'], [-1.0], rtol=1e-5)
+  small, _ = rmsprop(learning_rate=0.5, epsilon=0.0, decay=0.99, initial_scale=0.0,
+                     grad_clip=20.0, clip_mode='update_rms').update(grads, opt.init(params), params)
+  np.testing.assert_allclose(small['a'], [-5.0, 5.0], rtol=1e-5)  # below the cap: unchanged

@@ -16,11 +16,11 @@ from s3ta.acting.evaluator import play_episodes
 from s3ta.envs import factory
 
 WINDOW = 500  # training episodes behind each running mean (noise ~0.01 at a 99 % catch rate)
-# Seed 2 passed on both machines measured (BENCHMARKS.md, "Catch over seeds"). Seed 0, the
-# config's, passed on the first and, with the same code, collapsed at 160 K steps on the
-# second (each machine repeats its own trajectory exactly): the recipe is not robust on
-# every seed and machine.
-SEED = 2
+# Each machine repeats its own trajectory exactly, but trajectories differ between machines.
+# With the update-RMS cap, seed 0 (the config's) was last below 0.9 at 162 K, 88 K to spare;
+# the recipe passes 4 of seeds 0-5 (3 and 5 learn after 250 K; BENCHMARKS.md, "Catch over
+# seeds"), so it is not yet robust on every seed.
+SEED = 0
 
 
 @pytest.mark.learning

@@ -51,7 +51,7 @@ class LearnerConfig:
   discount: float = 0.99
   max_abs_reward: float = 1.0  # rewards are clipped to [-max, max] before V-trace
   grad_clip: float = 1280.0  # threshold of gradient clipping
-  grad_clip_mode: str = 'element'  # 'element' (paper), 'global_norm' or 'none'
+  grad_clip_mode: str = 'element'  # 'element' (paper), 'global_norm', 'update_rms' or 'none'
   clip_rho: float = 1.0
   clip_pg_rho: float = 1.0
   vtrace_lambda: float = 1.0

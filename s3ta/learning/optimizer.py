@@ -4,7 +4,11 @@ IMPALA and S3TA were tuned with TensorFlow 1's `RMSPropOptimizer`:
 `ms <- decay * ms + (1 - decay) * g^2`, `update = -lr * g / sqrt(ms + eps)` (epsilon
 inside the square root: optax's `eps_in_sqrt=True`) with `ms` initialised to 1.0
 (optax's `initial_scale`; optax and Keras start at 0). Clipping comes first:
-element-wise (the paper's [-1280, 1280]) or by global norm.
+element-wise (the paper's [-1280, 1280]) or by global norm; or, 'update_rms', after the
+RMS scaling: each parameter array's normalised step is capped at an RMS of `grad_clip`
+(Adafactor's update clipping, Shazeer & Stern 2018), which bounds a step however the
+gradient's size compares with the running mean square (a gradient clipped before
+RMSProp still makes a long step where that mean square is small).
 
 `optax.inject_hyperparams` keeps the learning rate, epsilon and clip threshold in
 `opt_state.hyperparams`, where PBT reads and writes them without recompiling; the
@@ -20,7 +24,7 @@ from typing import Callable
 import jax.numpy as jnp
 import optax
 
-CLIP_MODES = ('element', 'global_norm', 'none')
+CLIP_MODES = ('element', 'global_norm', 'update_rms', 'none')
 # Compiled-in arguments of `rmsprop`; the others are injected (opt_state.hyperparams).
 STATIC_ARGS = ('decay', 'momentum', 'initial_scale', 'clip_mode')
 
@@ -39,6 +43,8 @@ def rmsprop(learning_rate, epsilon, grad_clip=None, *, decay: float, momentum: f
   parts = [clip(grad_clip)] if clip is not None else []
   parts.append(optax.scale_by_rms(decay=decay, eps=epsilon, initial_scale=initial_scale,
                                   eps_in_sqrt=True))
+  if clip_mode == 'update_rms':
+    parts.append(optax.clip_by_block_rms(grad_clip))
   if momentum:
     parts.append(optax.trace(decay=momentum))
   parts.append(optax.scale_by_learning_rate(learning_rate * learning_rate_scale))
