@@ -18,8 +18,9 @@ offset that no observation changes (on Pong at initialisation, 0.53 against a sp
 0.013 across observations): under relu PPO left 5 of its 64 units ever positive, under
 tanh 90 % of (unit, observation) pairs were saturated by 1.1 M frames, and linear, the
 offset became a constant logit bias (entropy 0.2 by 0.3 M frames); none learned within its
-budget (BENCHMARKS.md, RAM-feature Pong). So here its input is centred
-(`network.awrl_centre_tokens`: a mid-range observation's tokens are subtracted).
+budget (BENCHMARKS.md, RAM-feature Pong). So here its input is centred and scaled
+(`network.awrl_centre_tokens`: a mid-range observation's tokens are subtracted;
+`network.awrl_norm_before_hidden`: then LayerNormed).
 """
 
 from experiments import atari_expert

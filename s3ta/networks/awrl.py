@@ -117,10 +117,11 @@ class AWRLTorso(nn.Module):
     centre = cfg.awrl_centre_tokens and not selection_only
     if centre:  # a mid-range observation (every byte 128) rides along as the last row
       frames = jnp.concatenate([frames, jnp.full_like(frames[:1], 128)])
-    values = (frames.astype(jnp.float32) / 255.0).reshape(batch + centre, -1, 1)
+    rows = frames.shape[0]  # batch, plus the reference row when centring
+    values = (frames.astype(jnp.float32) / 255.0).reshape(rows, -1, 1)
     length = values.shape[1]  # L = F * T tokens
     position = jnp.broadcast_to(positional_encoding(length, cfg.awrl_position_size),
-                                (batch + centre, length, cfg.awrl_position_size))
+                                (rows, length, cfg.awrl_position_size))
     tokens = jnp.concatenate([values, position], axis=-1).astype(dtype)
     first_maps = None
     for i in range(cfg.awrl_layers):
