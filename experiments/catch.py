@@ -49,14 +49,14 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.learner = ml_collections.ConfigDict()
   # Larger than Atari's 2e-4: tiny net, dense rewards. The attention starts uniform over the map
   # (the queries come from a near-zero LSTM state), so its answers first carry almost nothing
-  # about where the ball is; 2e-3 finds the ball sooner than 1e-3 (seeds 0-7 first >= 0.9 at
-  # 134-251 K, against 154 K to > 500 K; BENCHMARKS.md, "Catch over seeds").
+  # about where the ball is; 2e-3 finds the ball sooner than 1e-3 (with the schedule below,
+  # seeds 0-7 first >= 0.9 at 124-220 K; at 1e-3, 154 K to > 500 K; BENCHMARKS.md).
   config.learner.learning_rate = 2e-3
   # Constant while attention first finds the ball, then annealed linearly (sgd steps of T x B =
   # 320 agent steps), so a converging policy is not shaken by lr-sized steps. At lr 2e-3 held to
   # 150 K and annealed to 0 at 500 K, seeds dipped after learning (seed 4 to 0.28 at 240 K, lr
-  # still 1.5e-3); held to 100 K and annealed to 0 at 400 K (1.1e-3 at 240 K), seeds 0 and 3-7
-  # were last below 0.9 by 234 K (BENCHMARKS.md, "Catch over seeds"). The last 100 K run at lr 0:
+  # still 1.5e-3); held to 100 K and annealed to 0 at 400 K (1.1e-3 at 240 K), every seed of
+  # 0-7 was last below 0.9 by 235 K (BENCHMARKS.md, "Catch over seeds"). The last 100 K run at lr 0:
   # the test's second half checks that the learned policy holds, not that learning goes on.
   config.learner.learning_rate_decay_begin = 313  # ~100 K agent steps
   config.learner.learning_rate_decay_steps = 938  # to 0 at ~400 K
