@@ -9,12 +9,14 @@ localises the paddle; comparing optimizer settings on the same data shows which 
   python benchmarks/attention_probe.py --steps=250 \
       --settings="paper:0.01:1.0,catch_recipe:1e-4:0.0,resnet:0.01:1.0:2e-4:1:resnet_lstm"
 
-Each setting is NAME:EPSILON:INITIAL_MEAN_SQUARE[:LEARNING_RATE[:QUERY_INIT_SCALE[:KIND]]]
-(defaults: the paper's learning rate, query scale 1, 's3ta'). Prints, every `--report_every`
+Each setting is NAME:EPSILON:INITIAL_MEAN_SQUARE[:LEARNING_RATE[:QUERY_INIT_SCALE[:KIND[:FIELD=VALUE...]]]]
+(defaults: the paper's learning rate, query scale 1, 's3ta'); each FIELD=VALUE sets one more
+`NetworkConfig` field, e.g. `query_input_norm=True`. Prints, every `--report_every`
 steps, the held-out R^2 of the paddle height and each head's mean largest attention weight.
 """
 
 import argparse
+import ast
 import time
 
 import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
@@ -98,7 +100,11 @@ def main() -> None:
     config.learner.rmsprop_initial_scale = float(initial_scale)
     config.network.query_init_scale = float(rest[1]) if len(rest) > 1 else 1.0
     config.network.kind = rest[2] if len(rest) > 2 else 's3ta'
-    network = make_network(config.network, 6, (210, 160, 3))
+    network_config = config.network.to_dict()
+    for field in rest[3:]:
+      key, value = field.split('=')
+      network_config[key] = ast.literal_eval(value)
+    network = make_network(network_config, 6, (210, 160, 3))
     transform = make_optimizer(LearnerConfig.from_dict(config.learner))  # the learner's own
     params = network.init(jax.random.PRNGKey(args.seed))
     opt_state = transform.init(params)

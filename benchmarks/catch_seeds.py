@@ -10,6 +10,8 @@ lowest mean after first reaching 0.9, and the mean return of the final parameter
   python benchmarks/catch_seeds.py --config=experiments/catch.py --seeds=0,1,2 --out=DIR \
       [--config.learner.learning_rate=...] [--plot=curve.png]
   python benchmarks/catch_seeds.py --seeds= --out=DIR --plot=curve.png   # redraw only
+  python benchmarks/catch_seeds.py --seeds= --out=DIR_A --compare=DIR_B,... --labels=A,B,... \
+      --plot=curve.png   # one panel per folder, side by side
 """
 
 import collections
@@ -31,6 +33,10 @@ _CONFIG = config_flags.DEFINE_config_file('config', 'experiments/catch.py', 'Cat
 _SEEDS = flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds to train, one run each.')
 _OUT = flags.DEFINE_string('out', None, 'Folder for the per-seed CSVs and summary.jsonl.')
 _PLOT = flags.DEFINE_string('plot', None, 'Also draw every seed_*.csv in --out into this PNG.')
+_COMPARE = flags.DEFINE_list('compare', [], 'More result folders, drawn as panels beside --out.')
+_LABELS = flags.DEFINE_list('labels', [], 'Panel titles, one per folder (default: folder names).')
+_MIDPOINT = flags.DEFINE_float('midpoint_k', 200, 'Where the plot marks the middle of the run (K '
+                               'agent steps): experiments/catch.py runs 400 K.')
 _WINDOW = 500  # episodes behind each running mean, as in the learning test
 _LEARNED = 0.9
 
@@ -85,27 +91,39 @@ def main(argv):
   if _SEEDS.value and _SEEDS.value != ['']:
     print(f'{len(_SEEDS.value) - failures}/{len(_SEEDS.value)} seeds learned and stayed learned.')
   if _PLOT.value:
-    plot(_OUT.value, _PLOT.value)
+    folders = [_OUT.value] + _COMPARE.value
+    if _LABELS.value and len(_LABELS.value) != len(folders):
+      sys.exit(f'error: --labels has {len(_LABELS.value)} titles for {len(folders)} folders.')
+    plot(folders, _PLOT.value, _LABELS.value or [os.path.basename(f.rstrip('/')) for f in folders])
 
 
-def plot(out: str, path: str) -> None:
-  """Running mean against agent steps, one line per seed_*.csv, with the test's 0.9 and midpoint."""
+def plot(folders: list, path: str, titles: list) -> None:
+  """Running mean against agent steps, one line per seed_*.csv and one panel per folder, with the
+  test's 0.9 and midpoint."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(7, 3.5), dpi=90)
+  fig, axes = plt.subplots(1, len(folders), figsize=(7 * len(folders) ** 0.75, 3.5), dpi=90,
+                           sharey=True, squeeze=False)
+  for out, title, ax in zip(folders, titles, axes[0]):
+    _draw_seeds(ax, out)
+    if len(folders) > 1:
+      ax.set_title(title, fontsize=9)
+  fig.tight_layout()
+  fig.savefig(path)
+  print(f'wrote {path}')
+
+
+def _draw_seeds(ax, out: str) -> None:
   for name in sorted(os.listdir(out)):
     if name.startswith('seed_') and name.endswith('.csv'):
       rows = [line.split(',') for line in open(os.path.join(out, name)).read().split()[1:]]
       ax.plot([int(r[0]) / 1e3 for r in rows], [float(r[1]) for r in rows], lw=0.8,
               label=name[:-4].replace('_', ' '))
   ax.axhline(_LEARNED, color='gray', ls='--', lw=0.7)
-  ax.axvline(250, color='gray', ls=':', lw=0.7)
+  ax.axvline(_MIDPOINT.value, color='gray', ls=':', lw=0.7)
   ax.set(xlabel='agent steps (K)', ylabel=f'mean of last {_WINDOW} returns', ylim=(-1, 1.05))
   ax.legend(loc='lower right', fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path)
-  print(f'wrote {path}')
 
 
 if __name__ == '__main__':

@@ -53,6 +53,9 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.num_heads = 4  # attention heads (queries)
   config.network.basis_frequencies = 4  # spatial basis (2*4)^2 = 64 channels
   config.network.query_hidden = (256, 128)  # query network MLP (output 4 x 72)
+  config.network.query_input_norm = False  # LayerNorm the LSTM state before the query MLP
+  config.network.key_norm = False  # LayerNorm each location's key channels (not the paper's;
+  # True found the ball 3-5x sooner on Catch, BENCHMARKS.md; untested on Atari RL so far)
   config.network.answer_hidden = (512, 256)  # answer processor MLP
   config.network.lstm_size = 256  # policy core LSTM
   config.network.head_hidden = 128  # MLP before policy and value heads

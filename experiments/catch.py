@@ -38,6 +38,11 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.network.lstm_size = 64  # policy LSTM
   config.network.head_hidden = 64  # MLP before policy/value heads
   config.network.query_init_scale = 1.0  # std multiplier of the query output init
+  config.network.query_input_norm = False  # LayerNorm the LSTM state before the query MLP (slower)
+  # LayerNorm each location's key channels before the logits (not the paper's): the ConvLSTM's
+  # keys start at RMS ~0.02, so a query step barely moved the logits; with it seeds 0-7 first
+  # reach 0.9 at 40-107 K instead of 124-220 K (BENCHMARKS.md, "what makes S3TA's attention start")
+  config.network.key_norm = config.network.kind != 'l2_keys'  # (l2_keys' logits are key norms)
   config.network.resnet_channels = (16, 16)  # used by the resnet kinds only
   config.network.resnet_blocks = 1
   config.network.resnet_hidden = 64
@@ -47,19 +52,17 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.network.nature_hidden = 64
 
   config.learner = ml_collections.ConfigDict()
-  # Larger than Atari's 2e-4: tiny net, dense rewards. The attention starts uniform over the map
-  # (the queries come from a near-zero LSTM state), so its answers first carry almost nothing
-  # about where the ball is; 2e-3 finds the ball sooner than 1e-3 (with the schedule below,
-  # seeds 0-7 first >= 0.9 at 124-220 K; at 1e-3, 154 K to > 500 K; BENCHMARKS.md).
+  # Larger than Atari's 2e-4: tiny net, dense rewards, and attention must first find the ball;
+  # 2e-3 found it sooner than 1e-3 (BENCHMARKS.md, "Catch over seeds").
   config.learner.learning_rate = 2e-3
   # Constant while attention first finds the ball, then annealed linearly (sgd steps of T x B =
-  # 320 agent steps), so a converging policy is not shaken by lr-sized steps. At lr 2e-3 held to
-  # 150 K and annealed to 0 at 500 K, seeds dipped after learning (seed 4 to 0.28 at 240 K, lr
-  # still 1.5e-3); held to 100 K and annealed to 0 at 400 K (1.1e-3 at 240 K), every seed of
-  # 0-7 was last below 0.9 by 235 K (BENCHMARKS.md, "Catch over seeds"). The last 100 K run at lr 0:
-  # the test's second half checks that the learned policy holds, not that learning goes on.
-  config.learner.learning_rate_decay_begin = 313  # ~100 K agent steps
-  config.learner.learning_rate_decay_steps = 938  # to 0 at ~400 K
+  # 320 agent steps), so a converging policy is not shaken by lr-sized steps. With key_norm the
+  # ball is found by 40-107 K: held to 50 K and annealed to 0 at 300 K, seeds 0-7 were last below
+  # 0.9 at 40-180 K (two dips, to 0.55 and 0.30, while lr was still >= 1.6e-3); held to 100 K
+  # (the recipe without key_norm) five seeds dipped below 0.61 and seed 5 to -0.66 after learning.
+  # The last 100 K run at lr 0: that part checks that the learned policy holds.
+  config.learner.learning_rate_decay_begin = 156  # ~50 K agent steps
+  config.learner.learning_rate_decay_steps = 781  # to 0 at ~300 K
   # Inside the square root (TF RMSProp). The paper's 0.01 barely normalises this tiny net's
   # small gradients (updates become SGD at lr*10) and attention never finds the ball; 1e-5
   # learns but collapses after reaching 0.96: at convergence the per-parameter gradient RMS
@@ -88,7 +91,7 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.unroll_length = 10  # T: each learner batch is [T + 1, batch_size]
   config.batch_size = 32  # B
   config.num_actors = 1  # actor processes (distributed) / env.num_envs multiplier (single)
-  config.max_frames = 500_000  # agent steps consumed by the learner (1 frame per step)
+  config.max_frames = 400_000  # agent steps consumed by the learner (1 frame per step)
   config.max_seconds = 0.0  # learner wall-time limit (0: none)
   config.max_learner_steps = 0  # learner steps limit (0: none)
   config.checkpoint_minutes = 10.0  # minutes between checkpoints (also saved at stop)
@@ -110,7 +113,7 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.single_machine.policy_lag = 0  # synchronous (A2C-like) updates
   config.single_machine.progress_period_s = 10.0  # seconds between progress lines
   config.ppo = atari_expert.ppo_defaults()  # single_machine.algorithm = 'ppo' only
-  config.ppo.learning_rate_decay_updates = 1563  # to 0 at max_frames (320 frames an update)
+  config.ppo.learning_rate_decay_updates = 1250  # to 0 at max_frames (320 frames an update)
 
   config.evaluator = ml_collections.ConfigDict()
   config.evaluator.enabled = True  # periodic evaluation on fresh environments

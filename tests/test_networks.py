@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from s3ta.networks import AgentInput, NetworkConfig, make_network, parameter_count
+from s3ta.networks import agent as agent_lib
+from s3ta.networks import attention as attention_lib
 
 pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
 
@@ -92,6 +94,43 @@ def test_top_down_attention_depends_on_the_lstm_state():
   assert not np.allclose(out_a.attention, out_b.attention)
 
 
+@pytest.mark.parametrize('norm', [False, True])
+def test_query_input_norm_makes_queries_independent_of_the_lstm_state_scale(norm):
+  """At initialisation (zero biases, ReLU) the queries are linear in the LSTM's hidden state:
+  a state 10x smaller gives queries 10x smaller, which is why they start near zero. With
+  `query_input_norm` the query MLP sees the state LayerNormed, so the scale drops out."""
+  network = make_network(dict(SMALL, query_input_norm=norm), 3, (6, 5, 3))
+  params = network.init(jax.random.PRNGKey(0))
+  assert ('query_input_norm' in params['core']) == norm
+  inputs = random_inputs(network, 1, 4)
+  state = random_state(network, 4, 1)
+  small = state._replace(core=(state.core[0], state.core[1] / 10))
+  queries = network.unroll(params, inputs, state)[0].queries
+  small_queries = network.unroll(params, inputs, small)[0].queries
+  assert np.abs(queries).mean() > 0.1
+  np.testing.assert_allclose(small_queries, queries if norm else queries / 10, rtol=1e-3, atol=1e-6)
+
+
+def test_key_norm_normalises_each_locations_key_channels():
+  """`key_norm` LayerNorms the key channels of every location (not the basis, not over space):
+  at initialisation each location's keys have mean 0 and variance 1 over their channels."""
+  config = NetworkConfig(**dict(SMALL, key_norm=True))
+  core = agent_lib.S3TACore(config, 3, attention_lib.spatial_basis(6, 5, 1))
+  network = make_network(config, 3, (6, 5, 3))
+  rng = np.random.default_rng(0)
+  step = (rng.normal(size=(3, 6, 5, 4 * SMALL['vision_lstm_channels'])).astype(np.float32),
+          np.zeros(3, np.int32), np.zeros(3, np.float32), np.zeros(3, bool))
+  state = random_state(network, 3, 1)
+  variables = core.init(jax.random.PRNGKey(0), state, step, 0.0)
+  _, captured = core.apply(variables, state, step, 0.0, capture_intermediates=True,
+                           mutable=['intermediates'])
+  keys = np.asarray(captured['intermediates']['key_norm']['__call__'][0])
+  assert keys.shape == (3, 6, 5, SMALL['key_channels'])  # [B, h, w, key channels]
+  np.testing.assert_allclose(keys.mean(-1), 0.0, atol=1e-5)
+  np.testing.assert_allclose(keys.var(-1), 1.0, atol=1e-2)
+  assert 'key_norm' not in small_network().init(jax.random.PRNGKey(0))['core']
+
+
 def test_l2_keys_attention_is_the_softmax_of_key_norms_shared_by_heads():
   network = small_network('l2_keys')
   params = network.init(jax.random.PRNGKey(0))
@@ -168,6 +207,7 @@ def test_step_matches_a_one_step_unroll_and_threshold_one_is_hard_attention():
     (dict(time_activation='gelu'), r"time_activation must be one of \('relu', 'leaky_relu', 'tanh', 'none'\), got 'gelu'"),
     (dict(awrl_hidden_activation='elu'), r"awrl_hidden_activation must be one of \('relu', .*\), got 'elu'"),
     (dict(time_readout='mean'), r"time_readout must be one of \('all', 'newest'\), got 'mean'"),
+    (dict(kind='l2_keys', key_norm=True), "key_norm=True does not apply to kind='l2_keys'"),
 ])
 def test_bad_network_config_is_rejected_with_a_clear_message(bad, match):
   with pytest.raises(ValueError, match=match):

@@ -74,9 +74,9 @@ def test_ppo_runs_through_the_same_trainer_and_resumes(tmp_path):
   assert result.reason == 'max_learner_steps' and result.counters['learner_steps'] == 4
   final = [r for r in _records(tmp_path) if r['label'] == 'learner' and r.get('final')][0]
   assert 0.0 <= final['train/clip_fraction'] <= 1.0 and final['train/nonfinite_steps'] == 0
-  # catch.py anneals PPO's rate to 0 over 1563 updates (x 4 minibatch steps); the last
+  # catch.py anneals PPO's rate to 0 over 1250 updates (x 4 minibatch steps); the last
   # (16th) minibatch step ran at the rate of optimizer count 15.
-  assert final['train/learning_rate'] == pytest.approx(2.5e-4 * (1 - 15 / (1563 * 4)))
+  assert final['train/learning_rate'] == pytest.approx(2.5e-4 * (1 - 15 / (1250 * 4)))
   config.max_learner_steps = 6
   again = train_single.train(config, str(tmp_path), log=lambda line: None)
   assert again.counters['learner_steps'] == 6  # resumed from ckpt_4 with Adam's state

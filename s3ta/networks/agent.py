@@ -49,6 +49,10 @@ class NetworkConfig:
   lstm_size: int = 256  # policy core LSTM
   head_hidden: int = 128  # MLP before the policy and value heads
   query_init_scale: float = 1.0  # std multiplier of the query output layer's initialisation
+  query_input_norm: bool = False  # LayerNorm the policy LSTM's previous hidden state before the
+  # query MLP: that state starts near zero, so queries (and what a step can change in them) do too
+  key_norm: bool = False  # LayerNorm each location's key channels (not the basis) before the
+  # logits: the ConvLSTM's outputs start small, so content barely moves the logits at first
   resnet_channels: Sequence[int] = (16, 32, 32)  # IMPALA deep ResNet stages
   resnet_blocks: int = 2  # residual blocks per stage
   resnet_hidden: int = 256  # ResNet output layer
@@ -116,6 +120,10 @@ class NetworkConfig:
       if getattr(self, name) not in activations.ACTIVATIONS:
         raise ValueError(f'{name} must be one of {tuple(activations.ACTIVATIONS)}, got '
                          f'{getattr(self, name)!r}.')
+    if self.key_norm and self.kind == 'l2_keys':
+      raise ValueError("key_norm=True does not apply to kind='l2_keys': its logits are the keys' "
+                       'norms, which a LayerNorm would make equal everywhere; set '
+                       'network.key_norm=False for this kind.')
     if self.time_hidden < 0:
       raise ValueError(f'time_hidden must be >= 0 (0: no dense layer), got {self.time_hidden}.')
     if self.awrl_position_size < 2 or self.awrl_position_size % 2:
@@ -347,12 +355,17 @@ class S3TACore(nn.Module):
                                              dtype, name='vision_lstm')(state.vision, features)
     vision_out = vision_out.astype(jnp.float32)
     basis = jnp.broadcast_to(self.basis, (batch,) + self.basis.shape)
-    keys = jnp.concatenate([vision_out[..., :cfg.key_channels], basis], axis=-1)
+    key_content = vision_out[..., :cfg.key_channels]
+    if cfg.key_norm:
+      key_content = nn.LayerNorm(name='key_norm')(key_content)
+    keys = jnp.concatenate([key_content, basis], axis=-1)
     values = jnp.concatenate([vision_out[..., cfg.key_channels:], basis], axis=-1)
 
     query_shape = (cfg.num_heads, cfg.query_size)
     if cfg.kind == 's3ta':
       previous_hidden = state.core[1]
+      if cfg.query_input_norm:
+        previous_hidden = nn.LayerNorm(name='query_input_norm')(previous_hidden)
       hidden = _mlp(cfg.query_hidden, dtype, 'query')(previous_hidden.astype(dtype))
       init = nn.initializers.variance_scaling(cfg.query_init_scale**2, 'fan_in', 'truncated_normal')
       queries = nn.Dense(math.prod(query_shape), dtype=dtype, kernel_init=init,
