@@ -379,7 +379,7 @@ class S3TACore(nn.Module):
       queries = jnp.zeros((batch,) + query_shape, jnp.float32)
 
     if cfg.kind == 'l2_keys':
-      norms = jnp.linalg.norm(vision_out[..., :cfg.key_channels], axis=-1)  # [B, h, w]
+      norms = jnp.linalg.norm(key_content, axis=-1)  # [B, h, w]; key_norm is off for this kind
       logits = jnp.broadcast_to(norms[:, None], (batch, cfg.num_heads) + norms.shape[1:])
     else:
       logits = attention_lib.attention_logits(queries, keys)
