@@ -550,7 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
   evolved = argparse.ArgumentParser(add_help=False)  # paper 004's evolved agents
   evolved.add_argument('--checkpoint', default=None, help='launch.evolve workdir or one es_*.pkl.')
   evolved.add_argument('--which', choices=patches_lib.WHICH, default='centre',
-                       help="the distribution's mean (004's agent) or the best candidate seen.")
+                       help="centre: the distribution's mean (004's agent); best: the best "
+                       "candidate seen; best_eval: the mean that scored best on the evaluation "
+                       "seeds.")
   evolved.add_argument('--out', required=True, help='output directory (created).')
   evolved.add_argument('--seed', type=int, default=0, help='(first) episode seed.')
   evolved.add_argument('--max-steps', type=int, default=0, help="episode limit (0: the task's own).")

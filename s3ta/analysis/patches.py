@@ -3,7 +3,8 @@ and scores on the modified environments (004 Fig. 1, Fig. 6, Tables 3 and 4).
 
 Every function takes an evolution checkpoint (`launch.evolve`'s workdir, its checkpoints/
 directory, or one `es_*.pkl`) and plays the distribution's mean (`which='centre'`, the agent
-004 reports) or the best candidate seen in training (`which='best'`). Subcommands of
+004 reports), the best candidate seen in training (`which='best'`), or the mean that scored
+best in the periodic evaluations (`which='best_eval'`, seeds disjoint from 0-99). Subcommands of
 `python -m s3ta.analysis`: patch-video, patch-importance, generalisation.
 """
 
@@ -19,7 +20,10 @@ from s3ta.analysis import render
 from s3ta.envs import vision_tasks
 from s3ta.evolution import cma_es, policy, rollouts
 
-WHICH = ('centre', 'best')
+# --which -> checkpoint key: the distribution's mean now, the best candidate seen in training,
+# the distribution's mean that scored best on the evaluation seeds (validation, not 0-99)
+WHICH_KEYS = {'centre': 'centre', 'best': 'best_vector', 'best_eval': 'best_eval_vector'}
+WHICH = tuple(WHICH_KEYS)
 TOP_QUANTILE = 0.95  # 004 Fig. 6: importances in the top 5 % of each step's patches
 
 
@@ -49,12 +53,15 @@ def load(path: str, which: str = 'centre') -> EvolvedAgent:
   file = checkpoint_path(path)
   payload = cma_es.load(file)
   config = ml_collections.ConfigDict(payload['config'])
-  vector = payload['centre'] if which == 'centre' else payload['best_vector']
+  vector = payload.get(WHICH_KEYS[which])
   if vector is None:
-    raise ValueError(f'{file} has no best candidate yet (no generation was completed).')
+    raise ValueError(f'{file} has no {which!r} agent yet (best: no generation completed; '
+                     'best_eval: no evaluation completed).')
   agent = policy.FlatAgent(policy.agent_config(config.agent,
                                                vision_tasks.OUTPUT_SIZES[config.task.name]))
   generation = int(payload['counters']['generation'])
+  if which == 'best_eval':
+    generation = int(payload['best_eval_generation'])
   return EvolvedAgent(agent, np.asarray(vector, np.float32), config, generation,
                       f'{config.task.name} agent, generation {generation} ({which}), {file}')
 

@@ -4,7 +4,10 @@
 pycma minimises, so `tell` passes the negated fitness (mean return). Checkpoints are
 pickles of the whole strategy (its mean, step size, covariance, evolution paths and
 random state), written to a temporary file and renamed into place; the newest `keep`
-are kept, so a crash while saving leaves the previous one intact.
+are kept, so a crash while saving leaves the previous one intact. Every checkpoint also
+carries the distribution mean that scored best on the evaluation seeds so far
+(`best_eval_vector`): model selection on episodes that neither training nor the 100-episode
+test (seeds 0-99) plays.
 """
 
 import os
@@ -24,6 +27,10 @@ class EvolutionState(NamedTuple):
   counters: dict  # generation, frames, rollouts, train_seconds, worker_deaths
   best_fitness: float  # best candidate fitness seen (its training rollouts)
   best_vector: Optional[np.ndarray]
+  # the distribution mean with the highest evaluation mean so far, and that mean / generation
+  best_eval_mean: float = -np.inf
+  best_eval_vector: Optional[np.ndarray] = None
+  best_eval_generation: int = -1
 
 
 def new_strategy(x0: np.ndarray, sigma: float, population: int, seed: int,
@@ -50,6 +57,14 @@ def tell(state: EvolutionState, candidates: np.ndarray, fitness: np.ndarray) -> 
   if fitness[best] > state.best_fitness:
     return state._replace(best_fitness=float(fitness[best]),
                           best_vector=np.array(candidates[best], np.float64))
+  return state
+
+
+def record_evaluation(state: EvolutionState, mean_return: float) -> EvolutionState:
+  """Keeps the current distribution mean if its evaluation beats every earlier one."""
+  if mean_return > state.best_eval_mean:
+    return state._replace(best_eval_mean=float(mean_return), best_eval_vector=centre(state),
+                          best_eval_generation=int(state.counters['generation']))
   return state
 
 
@@ -81,7 +96,8 @@ def save(workdir: str, state: EvolutionState, extra: dict, keep: int = 2) -> str
   temporary = f'{path}.tmp-{os.getpid()}'
   payload = dict(strategy=state.strategy, counters=dict(state.counters),
                  best_fitness=state.best_fitness, best_vector=state.best_vector,
-                 centre=centre(state), **extra)
+                 best_eval_mean=state.best_eval_mean, best_eval_vector=state.best_eval_vector,
+                 best_eval_generation=state.best_eval_generation, centre=centre(state), **extra)
   with open(temporary, 'wb') as f:
     pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
     f.flush()
@@ -111,5 +127,8 @@ def restore(workdir: str) -> Optional[tuple]:
     return None
   payload = load(found[-1][1])
   state = EvolutionState(payload['strategy'], dict(payload['counters']),
-                         float(payload['best_fitness']), payload['best_vector'])
+                         float(payload['best_fitness']), payload['best_vector'],
+                         float(payload.get('best_eval_mean', -np.inf)),  # older checkpoints
+                         payload.get('best_eval_vector'),
+                         int(payload.get('best_eval_generation', -1)))
   return state, payload

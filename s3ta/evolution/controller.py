@@ -150,6 +150,7 @@ class Controller:
                         mean_return=float(returns.mean()), std_return=float(returns.std()),
                         episodes=len(returns), min_return=float(returns.min()),
                         max_return=float(returns.max())))
+    self.state = cma_es.record_evaluation(self.state, float(returns.mean()))
     return float(returns.mean()), float(returns.std())
 
   def generation(self, should_stop: Callable[[], bool]) -> bool:
