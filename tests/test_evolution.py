@@ -217,6 +217,25 @@ def test_the_controller_resumes_where_it_stopped(tmp_path):
   assert summary['generations'] == 4 and summary['worker_deaths'] == 0
 
 
+def test_checkpoints_keep_the_mean_that_scored_best_in_evaluation_across_a_resume(tmp_path):
+  overrides = {'evaluator.every_generations': 1, 'es.init_sigma': 0.5}
+  controller.Controller(_config(max_generations=3, **overrides), str(tmp_path),
+                        _inline_dispatcher(), log=lambda line: None, tensorboard=False).run()
+  resumed = controller.Controller(_config(max_generations=6, **overrides), str(tmp_path),
+                                  _inline_dispatcher(), log=lambda line: None, tensorboard=False)
+  resumed.run()
+  evaluations = [json.loads(line) for line in open(tmp_path / 'metrics.jsonl')]
+  evaluations = [r for r in evaluations if r['label'] == 'evaluator']
+  best = max(evaluations, key=lambda r: r['mean_return'])
+  payload = cma_es.restore(str(tmp_path))[1]
+  assert payload['best_eval_mean'] == best['mean_return']
+  assert payload['best_eval_generation'] == best['param_version']
+  # The kept vector is the one that earned that mean (the stand-in scores -|v - 0.5|^2).
+  vector = payload['best_eval_vector']
+  assert -((vector - 0.5) ** 2).sum() == pytest.approx(best['mean_return'])
+  assert len({r['mean_return'] for r in evaluations}) > 1  # a choice was made among them
+
+
 def test_a_generation_interrupted_after_ask_resumes_as_if_never_started(tmp_path):
   straight = controller.Controller(_config(max_generations=3), str(tmp_path / 'straight'),
                                    _inline_dispatcher(), log=lambda line: None, tensorboard=False)

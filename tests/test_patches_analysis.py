@@ -44,7 +44,7 @@ def evolved_workdir(tmp_path_factory):
 def test_the_three_subcommands_write_their_outputs(evolved_workdir, tmp_path):
   out = str(tmp_path / 'out')
   assert cli.main(['patch-video', f'--checkpoint={evolved_workdir}', f'--out={out}',
-                   '--max-steps=12', '--every=3']) == 0
+                   '--max-steps=12', '--every=3', '--which=best_eval']) == 0
   assert os.path.getsize(os.path.join(out, 'patches_none_seed0.gif')) > 1000
   assert cli.main(['patch-importance', f'--checkpoint={evolved_workdir}', f'--out={out}',
                    '--max-steps=10', '--episodes=2', '--which=best']) == 0
