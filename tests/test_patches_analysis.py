@@ -2,8 +2,13 @@
 values, and the three subcommands end to end on a real (tiny) evolution checkpoint."""
 
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
+import psutil
 import pytest
 
 from s3ta.analysis import cli, patches
@@ -69,3 +74,25 @@ def test_bad_input_is_one_error_line_and_exit_2(evolved_workdir, tmp_path, capsy
     args = args + [f'--checkpoint={evolved_workdir}']
   assert cli.main(args + [f'--out={tmp_path}']) == 2
   assert message in capsys.readouterr().err
+
+
+def test_sigterm_mid_play_closes_the_vizdoom_engines(evolved_workdir, tmp_path):
+  process = subprocess.Popen(
+      [sys.executable, '-m', 's3ta.analysis', 'generalisation', f'--checkpoint={evolved_workdir}',
+       f'--out={tmp_path}', '--episodes=400'], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  try:
+    deadline = time.monotonic() + 120
+    engines = []
+    while len(engines) < 4 and time.monotonic() < deadline and process.poll() is None:
+      time.sleep(0.5)
+      engines = [p for p in psutil.Process(process.pid).children() if p.name() == 'vizdoom']
+    assert len(engines) == 4, process.stderr.read() if process.poll() is not None else engines
+    time.sleep(1.0)  # playing
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    time.sleep(0.5)
+    for engine in engines:  # gone, or exited and waiting to be reaped: none still running
+      assert not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE, engine
+  finally:
+    if process.poll() is None:
+      process.kill()
