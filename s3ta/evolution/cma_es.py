@@ -33,6 +33,9 @@ class EvolutionState(NamedTuple):
   best_eval_generation: int = -1
 
 
+_EVAL_FIELDS = ('best_eval_mean', 'best_eval_vector', 'best_eval_generation')
+
+
 def new_strategy(x0: np.ndarray, sigma: float, population: int, seed: int,
                  diagonal: bool = False) -> Any:
   """A pycma strategy; `diagonal` is separable CMA (much cheaper for large vectors)."""
@@ -96,8 +99,7 @@ def save(workdir: str, state: EvolutionState, extra: dict, keep: int = 2) -> str
   temporary = f'{path}.tmp-{os.getpid()}'
   payload = dict(strategy=state.strategy, counters=dict(state.counters),
                  best_fitness=state.best_fitness, best_vector=state.best_vector,
-                 best_eval_mean=state.best_eval_mean, best_eval_vector=state.best_eval_vector,
-                 best_eval_generation=state.best_eval_generation, centre=centre(state), **extra)
+                 centre=centre(state), **{k: getattr(state, k) for k in _EVAL_FIELDS}, **extra)
   with open(temporary, 'wb') as f:
     pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
     f.flush()
@@ -126,9 +128,7 @@ def restore(workdir: str) -> Optional[tuple]:
   if not found:
     return None
   payload = load(found[-1][1])
+  evaluated = {k: payload[k] for k in _EVAL_FIELDS if k in payload}  # older checkpoints: defaults
   state = EvolutionState(payload['strategy'], dict(payload['counters']),
-                         float(payload['best_fitness']), payload['best_vector'],
-                         float(payload.get('best_eval_mean', -np.inf)),  # older checkpoints
-                         payload.get('best_eval_vector'),
-                         int(payload.get('best_eval_generation', -1)))
+                         float(payload['best_fitness']), payload['best_vector'], **evaluated)
   return state, payload
