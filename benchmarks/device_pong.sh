@@ -13,6 +13,14 @@ set -u
 mode=${1:?start or watch}
 seconds=${2:?seconds to watch}
 
+copy_out() {  # every run's log and metrics to $OUT (each minute: a call cut short still returns them)
+  for log in /tmp/runs/*.log; do
+    local name; name=$(basename "$log" .log)
+    cp "$log" "$OUT/$name.log"
+    cp "/tmp/runs/$name/metrics.jsonl" "$OUT/${name}_metrics.jsonl" 2>/dev/null
+  done
+}
+
 watch_runs() {
   local end=$(( $(date +%s) + $1 ))
   while [ "$(date +%s)" -lt "$end" ]; do
@@ -20,13 +28,12 @@ watch_runs() {
     echo "== $(date +%T) GPU $(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader)" \
          "load $(cut -d' ' -f1 /proc/loadavg)"
     for log in /tmp/runs/*.log; do echo "$(basename "$log" .log): $(grep -a '^frames' "$log" | tail -1)"; done
+    copy_out
     pgrep -f launch.train_single >/dev/null || { echo 'no run left'; break; }
   done
+  copy_out
   for log in /tmp/runs/*.log; do
-    local name; name=$(basename "$log" .log)
-    cp "$log" "$OUT/$name.log"
-    cp "/tmp/runs/$name/metrics.jsonl" "$OUT/${name}_metrics.jsonl" 2>/dev/null
-    echo "--- $name"; grep -a -v '^frames' "$log" | tail -15
+    echo "--- $(basename "$log" .log)"; grep -a -v '^frames' "$log" | tail -15
   done
 }
 
