@@ -9,6 +9,8 @@ localises the paddle; comparing optimizer settings on the same data shows which 
   python benchmarks/attention_probe.py --steps=250 \
       --settings="paper:0.01:1.0,catch_recipe:1e-4:0.0,resnet:0.01:1.0:2e-4:1:resnet_lstm"
 
+`--downsample=2` mean-pools the frames to 105x80 (140 attention locations instead of 540).
+
 Each setting is NAME:EPSILON:INITIAL_MEAN_SQUARE[:LEARNING_RATE[:QUERY_INIT_SCALE[:KIND[:FIELD=VALUE...]]]]
 (defaults: the paper's learning rate, query scale 1, 's3ta'); each FIELD=VALUE sets one more
 `NetworkConfig` field, e.g. `query_input_norm=True`. Prints, every `--report_every`
@@ -69,11 +71,19 @@ def main() -> None:
   parser.add_argument('--test_sequences', type=int, default=16)
   parser.add_argument('--report_every', type=int, default=25)
   parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--downsample', type=int, default=1,
+                      help='mean-pool the frames by this factor (2: 105x80, 14x10 = 140 locations)')
   args = parser.parse_args()
+  if args.downsample < 1 or 210 % args.downsample or 160 % args.downsample:
+    parser.error(f'--downsample must divide 210 and 160 (1, 2, 5 or 10), got {args.downsample}')
 
   config = atari_expert.get_config()  # paper-size S3TA, paper learning rate and clipping
   frames, heights = random_play(args.train_sequences + args.test_sequences, args.unroll_length,
                                 args.seed, config.env.frame_skip)
+  if args.downsample > 1:
+    n, t, h, w, c = frames.shape
+    k = args.downsample
+    frames = frames.reshape(n, t, h // k, k, w // k, k, c).mean(axis=(3, 5)).round().astype(np.uint8)
   low, high = np.percentile(heights, 1), np.percentile(heights, 99)
   targets = np.clip(2 * (heights - low) / max(high - low, 1.0) - 1, -1, 1)
   print(f'{len(frames)} sequences of {args.unroll_length} steps; paddle byte {low:.0f}..{high:.0f} '
@@ -104,7 +114,7 @@ def main() -> None:
     for field in rest[3:]:
       key, value = field.split('=')
       network_config[key] = ast.literal_eval(value)
-    network = make_network(network_config, 6, (210, 160, 3))
+    network = make_network(network_config, 6, frames.shape[2:])
     transform = make_optimizer(LearnerConfig.from_dict(config.learner))  # the learner's own
     params = network.init(jax.random.PRNGKey(args.seed))
     opt_state = transform.init(params)
@@ -123,7 +133,7 @@ def main() -> None:
         return 1 - residual / jnp.var(target), jnp.float32(jnp.nan)
       return 1 - residual / jnp.var(target), jnp.mean(jnp.max(outputs.attention, axis=(-2, -1)))
 
-    uniform = 1 / np.prod(network.config.vision_shape((210, 160, 3)))  # one attention weight
+    uniform = 1 / np.prod(network.config.vision_shape(frames.shape[2:]))  # one attention weight
     rng = np.random.default_rng(args.seed)
     start = time.time()
     for step in range(args.steps + 1):

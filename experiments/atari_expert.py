@@ -55,9 +55,11 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.query_hidden = (256, 128)  # query network MLP (output 4 x 72)
   config.network.query_input_norm = False  # LayerNorm the LSTM state before the query MLP
   config.network.key_norm = False  # LayerNorm each location's key channels (not the paper's;
-  # True found Catch's ball 2.8x sooner; on Pong no effect in the probe's 350 updates nor in
-  # 7-9 M frames of RL on a GPU: BENCHMARKS.md, "what makes S3TA's attention start" and the
-  # "key_norm ... on Pong" section)
+  # True found Catch's ball 2.8x sooner; on Pong no effect in the probe's 2,600 updates on a GPU
+  # nor in 7-9 M frames of RL: BENCHMARKS.md, "what makes S3TA's attention start" and the
+  # "key_norm ... on Pong" and "supervised probe on a GPU" sections)
+  config.network.query_norm = False  # LayerNorm each head's query (not the paper's): a peaked
+  # start instead of a uniform one, which on Pong's probe did not find the paddle either
   config.network.answer_hidden = (512, 256)  # answer processor MLP
   config.network.lstm_size = 256  # policy core LSTM
   config.network.head_hidden = 128  # MLP before policy and value heads

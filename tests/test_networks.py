@@ -111,6 +111,32 @@ def test_query_input_norm_makes_queries_independent_of_the_lstm_state_scale(norm
   np.testing.assert_allclose(small_queries, queries if norm else queries / 10, rtol=1e-3, atol=1e-6)
 
 
+def test_query_norm_gives_each_head_unit_variance_queries_and_a_peaked_start():
+  """`query_norm` LayerNorms each head's query over its key + basis channels: mean 0 and
+  variance 1 whatever the LSTM state's scale, so the logits vary over space from the first
+  update instead of starting uniform (the queries otherwise start near zero, see above)."""
+  network = make_network(dict(SMALL, query_norm=True), 3, (6, 5, 3))
+  params = network.init(jax.random.PRNGKey(0))
+  inputs = random_inputs(network, 1, 4)
+  state = random_state(network, 4, 1)
+  small = state._replace(core=(state.core[0], state.core[1] / 10))
+  out = network.unroll(params, inputs, small)[0]
+  queries = np.asarray(out.queries)
+  assert queries.shape == (1, 4, SMALL['num_heads'], 4 + 4)  # key channels + (2F)^2 basis
+  np.testing.assert_allclose(queries.mean(-1), 0.0, atol=1e-5)
+  np.testing.assert_allclose(queries.var(-1), 1.0, atol=1e-2)
+  plain = small_network()
+  plain_out = plain.unroll(plain.init(jax.random.PRNGKey(0)), inputs, small)[0]
+  uniform = 1 / (6 * 5)
+  assert np.asarray(plain_out.attention).max() < uniform * 1.3  # small queries: near uniform (1.2)
+  assert np.asarray(out.attention).max() > uniform * 3  # 6.5 here
+  # Where the whole state is zero (an episode's first step) the query is zero either way.
+  first = network.unroll(params, inputs, network.initial_state(4))[0]
+  np.testing.assert_allclose(first.queries, 0.0, atol=1e-6)
+  with pytest.raises(ValueError, match="query_norm=True applies to kind='s3ta' only"):
+    NetworkConfig(**dict(SMALL, kind='fixed_query', query_norm=True))
+
+
 def test_key_norm_normalises_each_locations_key_channels():
   """`key_norm` LayerNorms the key channels of every location (not the basis, not over space):
   at initialisation each location's keys have mean 0 and variance 1 over their channels."""

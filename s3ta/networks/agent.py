@@ -53,6 +53,8 @@ class NetworkConfig:
   # query MLP: that state starts near zero, so queries (and what a step can change in them) do too
   key_norm: bool = False  # LayerNorm each location's key channels (not the basis) before the
   # logits: the ConvLSTM's outputs start small, so content barely moves the logits at first
+  query_norm: bool = False  # LayerNorm each head's query (all 72 channels) after the query MLP:
+  # the queries start near zero (the policy LSTM's state does), so the attention starts uniform
   resnet_channels: Sequence[int] = (16, 32, 32)  # IMPALA deep ResNet stages
   resnet_blocks: int = 2  # residual blocks per stage
   resnet_hidden: int = 256  # ResNet output layer
@@ -120,6 +122,9 @@ class NetworkConfig:
       if getattr(self, name) not in activations.ACTIVATIONS:
         raise ValueError(f'{name} must be one of {tuple(activations.ACTIVATIONS)}, got '
                          f'{getattr(self, name)!r}.')
+    if self.query_norm and self.kind != 's3ta':
+      raise ValueError(f"query_norm=True applies to kind='s3ta' only (the one with a query "
+                       f"network), got kind={self.kind!r}; set network.query_norm=False.")
     if self.key_norm and self.kind == 'l2_keys':
       raise ValueError("key_norm=True does not apply to kind='l2_keys': its logits are the keys' "
                        'norms, which a LayerNorm would make equal everywhere; set '
@@ -371,6 +376,8 @@ class S3TACore(nn.Module):
       queries = nn.Dense(math.prod(query_shape), dtype=dtype, kernel_init=init,
                          name='query_out')(hidden)
       queries = queries.astype(jnp.float32).reshape((batch,) + query_shape)
+      if cfg.query_norm:
+        queries = nn.LayerNorm(name='query_norm')(queries)
     elif cfg.kind == 'fixed_query':
       bias = self.param('fixed_queries', nn.initializers.normal(stddev=cfg.query_init_scale),
                         query_shape)
