@@ -9,7 +9,8 @@ localises the paddle; comparing optimizer settings on the same data shows which 
   python benchmarks/attention_probe.py --steps=250 \
       --settings="paper:0.01:1.0,catch_recipe:1e-4:0.0,resnet:0.01:1.0:2e-4:1:resnet_lstm"
 
-`--downsample=2` mean-pools the frames to 105x80 (140 attention locations instead of 540).
+`--downsample=2` mean-pools the frames to 105x80 (140 attention locations instead of 540);
+`--keep=objects` blacks out the background, `--keep=paddle` everything but the paddle (white).
 
 Each setting is NAME:EPSILON:INITIAL_MEAN_SQUARE[:LEARNING_RATE[:QUERY_INIT_SCALE[:KIND[:FIELD=VALUE...]]]]
 (defaults: the paper's learning rate, query scale 1, 's3ta'); each FIELD=VALUE sets one more
@@ -36,6 +37,9 @@ from s3ta.networks import make_network
 from s3ta.networks.agent import AgentInput
 
 PADDLE_Y = dict(atari_ram.FEATURES['Pong'])['player_y']  # the agent's paddle: RAM byte 51
+PADDLE_COLOUR = (92, 186, 92)  # its RGB (the agent's score digits share it: hence the rows)
+PLAY_FIELD_ROWS = (34, 194)  # between the walls
+BACKGROUND_COLOUR = (144, 72, 17)
 
 
 def random_play(num_sequences: int, length: int, seed: int, action_repeat: int):
@@ -73,6 +77,9 @@ def main() -> None:
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument('--downsample', type=int, default=1,
                       help='mean-pool the frames by this factor (2: 105x80, 14x10 = 140 locations)')
+  parser.add_argument('--keep', choices=('all', 'objects', 'paddle'), default='all',
+                      help="'objects': the background black; 'paddle': only the agent's paddle, "
+                           'white on black (the easiest case for attention)')
   args = parser.parse_args()
   if args.downsample < 1 or 210 % args.downsample or 160 % args.downsample:
     parser.error(f'--downsample must divide 210 and 160 (1, 2, 5 or 10), got {args.downsample}')
@@ -80,6 +87,12 @@ def main() -> None:
   config = atari_expert.get_config()  # paper-size S3TA, paper learning rate and clipping
   frames, heights = random_play(args.train_sequences + args.test_sequences, args.unroll_length,
                                 args.seed, config.env.frame_skip)
+  if args.keep == 'paddle':  # the agent's green paddle in the play field, white; all else black
+    paddle = (frames == PADDLE_COLOUR).all(-1)
+    paddle[..., :PLAY_FIELD_ROWS[0], :] = paddle[..., PLAY_FIELD_ROWS[1]:, :] = False
+    frames = np.repeat(paddle[..., None] * np.uint8(255), 3, axis=-1)
+  elif args.keep == 'objects':  # walls, ball, paddles and scores on black
+    frames = np.where((frames == BACKGROUND_COLOUR).all(-1, keepdims=True), np.uint8(0), frames)
   if args.downsample > 1:
     n, t, h, w, c = frames.shape
     k = args.downsample
