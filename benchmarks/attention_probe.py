@@ -77,7 +77,7 @@ def main() -> None:
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument('--downsample', type=int, default=1,
                       help='mean-pool the frames by this factor (2: 105x80, 14x10 = 140 locations)')
-  parser.add_argument('--keep', choices=('all', 'objects', 'paddle'), default='all',
+  parser.add_argument('--keep', choices=('all', 'objects', 'paddle', 'difference'), default='all',
                       help="'objects': the background black; 'paddle': only the agent's paddle, "
                            'white on black (the easiest case for attention)')
   args = parser.parse_args()
@@ -93,6 +93,9 @@ def main() -> None:
     frames = np.repeat(paddle[..., None] * np.uint8(255), 3, axis=-1)
   elif args.keep == 'objects':  # walls, ball, paddles and scores on black
     frames = np.where((frames == BACKGROUND_COLOUR).all(-1, keepdims=True), np.uint8(0), frames)
+  elif args.keep == 'difference':  # |frame - its per-channel median|: every object keeps a colour
+    median = np.median(frames, axis=(2, 3), keepdims=True)
+    frames = np.abs(frames.astype(np.int16) - median).astype(np.uint8)
   if args.downsample > 1:
     n, t, h, w, c = frames.shape
     k = args.downsample

@@ -137,6 +137,29 @@ def test_query_norm_gives_each_head_unit_variance_queries_and_a_peaked_start():
     NetworkConfig(**dict(SMALL, kind='fixed_query', query_norm=True))
 
 
+def test_subtract_background_makes_the_torso_blind_to_the_background_colour():
+  """`subtract_background` removes each frame's per-channel median before the ConvNet: a
+  uniform frame gives the all-zero input's features (zero at initialisation: zero biases),
+  and the same objects on two background colours give the same features."""
+  config = NetworkConfig(**dict(SMALL, subtract_background=True))
+  torso = agent_lib.ConvTorso(config)
+  background = np.full((2, 6, 5, 3), [144, 72, 17], np.uint8)  # Pong's brown
+  objects = background.copy()
+  objects[:, 1, 2] = [92, 186, 92]  # a paddle pixel in each frame
+  objects[1, 4, 0] = [200, 200, 200]  # and a ball in the second
+  params = torso.init(jax.random.PRNGKey(0), objects)
+  features = lambda frames: np.asarray(torso.apply(params, frames))
+  np.testing.assert_allclose(features(background), 0.0, atol=1e-6)
+  brighter = (objects.astype(np.int16) + [40, 30, 20]).astype(np.uint8)  # a brighter background
+  np.testing.assert_allclose(features(brighter), features(objects), atol=1e-5)
+  plain = agent_lib.ConvTorso(NetworkConfig(**SMALL))
+  plain_features = lambda frames: np.asarray(plain.apply(params, frames))
+  assert np.abs(plain_features(background)).max() > 1e-2  # without it the colour shows
+  assert np.abs(plain_features(brighter) - plain_features(objects)).max() > 1e-3
+  with pytest.raises(ValueError, match=r"subtract_background=True applies to the attention kinds"):
+    NetworkConfig(**dict(SMALL, kind='resnet_lstm', subtract_background=True))
+
+
 def test_key_norm_normalises_each_locations_key_channels():
   """`key_norm` LayerNorms the key channels of every location (not the basis, not over space):
   at initialisation each location's keys have mean 0 and variance 1 over their channels."""

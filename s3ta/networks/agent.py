@@ -53,6 +53,9 @@ class NetworkConfig:
   # query MLP: that state starts near zero, so queries (and what a step can change in them) do too
   key_norm: bool = False  # LayerNorm each location's key channels (not the basis) before the
   # logits: the ConvLSTM's outputs start small, so content barely moves the logits at first
+  subtract_background: bool = False  # attention kinds: subtract each frame's per-channel median
+  # (the background colour of most Atari screens) before the ConvNet, so the background reads as
+  # zero and only the objects drive the keys (Pong's attention probe: BENCHMARKS.md)
   query_norm: bool = False  # LayerNorm each head's query (all 72 channels) after the query MLP:
   # the queries start near zero (the policy LSTM's state does), so the attention starts uniform
   resnet_channels: Sequence[int] = (16, 32, 32)  # IMPALA deep ResNet stages
@@ -122,6 +125,9 @@ class NetworkConfig:
       if getattr(self, name) not in activations.ACTIVATIONS:
         raise ValueError(f'{name} must be one of {tuple(activations.ACTIVATIONS)}, got '
                          f'{getattr(self, name)!r}.')
+    if self.subtract_background and self.kind not in ATTENTION_KINDS:
+      raise ValueError(f'subtract_background=True applies to the attention kinds {ATTENTION_KINDS} '
+                       f'only, got kind={self.kind!r}; set network.subtract_background=False.')
     if self.query_norm and self.kind != 's3ta':
       raise ValueError(f"query_norm=True applies to kind='s3ta' only (the one with a query "
                        f"network), got kind={self.kind!r}; set network.query_norm=False.")
@@ -273,6 +279,8 @@ class ConvTorso(nn.Module):
   def __call__(self, frames):
     dtype = self.config.compute_dtype
     x = frames.astype(dtype) / 255.0
+    if self.config.subtract_background:  # the median over h x w, per frame and channel
+      x = x - jnp.median(x.astype(jnp.float32), axis=(1, 2), keepdims=True).astype(dtype)
     for i, (channels, kernel, stride) in enumerate(
         zip(self.config.conv_channels, self.config.conv_kernels, self.config.conv_strides)):
       x = nn.Conv(channels, (kernel, kernel), (stride, stride), padding='SAME', dtype=dtype,
