@@ -10,7 +10,8 @@ localises the paddle; comparing optimizer settings on the same data shows which 
       --settings="paper:0.01:1.0,catch_recipe:1e-4:0.0,resnet:0.01:1.0:2e-4:1:resnet_lstm"
 
 `--downsample=2` mean-pools the frames to 105x80 (140 attention locations instead of 540);
-`--keep=objects` blacks out the background, `--keep=paddle` everything but the paddle (white).
+`--keep=objects` blacks out the background, `--keep=paddle` everything but the paddle (white),
+`--keep=difference` feeds |frame - its per-channel median| (the background at zero).
 
 Each setting is NAME:EPSILON:INITIAL_MEAN_SQUARE[:LEARNING_RATE[:QUERY_INIT_SCALE[:KIND[:FIELD=VALUE...]]]]
 (defaults: the paper's learning rate, query scale 1, 's3ta'); each FIELD=VALUE sets one more
@@ -79,7 +80,8 @@ def main() -> None:
                       help='mean-pool the frames by this factor (2: 105x80, 14x10 = 140 locations)')
   parser.add_argument('--keep', choices=('all', 'objects', 'paddle', 'difference'), default='all',
                       help="'objects': the background black; 'paddle': only the agent's paddle, "
-                           'white on black (the easiest case for attention)')
+                           "white on black (the easiest case for attention); 'difference': "
+                           '|frame - its per-channel median|')
   args = parser.parse_args()
   if args.downsample < 1 or 210 % args.downsample or 160 % args.downsample:
     parser.error(f'--downsample must divide 210 and 160 (1, 2, 5 or 10), got {args.downsample}')
