@@ -111,3 +111,31 @@ def test_the_agent_runner_steps_a_feature_agent_and_records_its_maps(tmp_path):
   assert record.queries is None and record.keys is None  # no spatial queries or keys
   assert step.observation.shape == (2, 8, 4, 1)
   runner.close()
+
+
+def test_tmaze_events_account_for_every_step_of_every_episode(tmp_path, capsys):
+  _checkpoint(tmp_path / 'lstm', tmaze.get_config(''))
+  out = str(tmp_path / 'events')
+  assert cli.main(['tmaze-events', f'--checkpoint={tmp_path / "lstm"}', f'--out={out}',
+                   '--episodes=3']) == 0
+  with open(os.path.join(out, 'tmaze_events.csv')) as f:
+    rows = list(csv.DictReader(f))
+  assert [row['episode'] for row in rows] == ['0', '1', '2']
+  for row in rows:
+    assert int(row['move']) + int(row['blocked']) + int(row['noop']) == 200  # max_steps
+    assert float(row['episode_return']) == int(row['reward'])  # the env's rewards, tallied
+    assert int(row['longest_stall']) <= int(row['blocked']) + int(row['noop'])
+    assert int(row['reversal']) <= int(row['move'])
+  with open(os.path.join(out, 'tmaze_blocked.csv')) as f:
+    blocked = list(csv.DictReader(f))
+  assert sum(int(b['blocked_moves']) for b in blocked) == sum(int(r['blocked']) for r in rows)
+  assert all(b['move'] in ('up', 'right', 'down', 'left') for b in blocked)
+  assert os.path.getsize(os.path.join(out, 'tmaze_blocked.png')) > 1000
+  assert cli.main(['tmaze-events', f'--checkpoint={tmp_path / "lstm"}', f'--out={out}',
+                   '--episodes=0']) == 2
+  config = ram_features.get_config('Pong')
+  _checkpoint(tmp_path / 'ram', config)
+  capsys.readouterr()
+  assert cli.main(['tmaze-events', f'--checkpoint={tmp_path / "ram"}', f'--out={out}']) == 2
+  assert "tmaze-events plays the T-maze; this checkpoint was trained on 'atari_ram'" in (
+      capsys.readouterr().err)

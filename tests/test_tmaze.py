@@ -89,6 +89,47 @@ def test_blocked_moves_and_noop_keep_the_position():
   assert maze.position == (3, 6)  # (3, 5) is a wall
 
 
+def test_each_step_is_tallied_as_one_event_per_episode():
+  maze = TMaze()
+  # A no-op, a blocked move, the reward on the left, then the left again (mistake 2).
+  _play(maze, [NOOP, DOWN] + LEFT_LOOP_TO_CORNER + BACK_FROM_LEFT + LEFT_LOOP_TO_CORNER)
+  assert maze.events['reward'] == 1 and maze.events['wrong_corner'] == 1
+  assert maze.events['noop'] == 1 and maze.events['blocked'] == 1 and maze.events['move'] == 30
+  assert maze.blocked_at == {(4, 6, DOWN): 1} and maze.events['reversal'] == 0
+  # Disarmed: the figure 8 without reward (right, then left) is two disarmed corners.
+  _play(maze, BACK_FROM_LEFT + RIGHT_TURN + BACK_FROM_RIGHT + LEFT_LOOP_TO_CORNER)
+  assert maze.events['disarmed_corner'] == 2 and maze.armed
+  # Armed for the right: entering it up its side column is mistake 1; walking on along the
+  # top row into the left corner is neutral.
+  _play(maze, BACK_FROM_LEFT + [RIGHT] * 4 + [UP] * 6 + [LEFT] * 8)
+  assert maze.events['wrong_side'] == 1 and maze.events['neutral_corner'] == 1
+  assert maze.resets == 2
+  steps = 2 + 30 + 40 + 28
+  assert maze.events['move'] + maze.events['blocked'] + maze.events['noop'] == steps
+  assert sum(maze.events.values()) == steps + 6  # 1 reward, 2 mistakes, 2 disarmed, 1 neutral
+  maze.reset()
+  assert sum(maze.events.values()) == 0 and not maze.blocked_at
+  _play(maze, [LEFT, DOWN, RIGHT, LEFT])  # a blocked move between does not hide a reversal
+  assert maze.events['reversal'] == 2 and maze.events['move'] == 3
+  _play(maze, [NOOP, UP, UP, LEFT, NOOP, DOWN])  # stalls of 3 (no-op, two ups into walls) and 2
+  assert (maze.stall, maze.longest_stall) == (2, 3)
+
+
+def test_finished_episodes_report_their_tallies():
+  env = BatchedTMaze(2, max_steps=12)
+  env.reset()
+  for t in range(12):
+    env.step(np.asarray([UP, LEFT] if t < 6 else [LEFT, DOWN]))
+  finished = env.pop_finished_episodes()
+  assert [episode.maze for episode in finished] == [0, 1] and env.pop_finished_episodes() == []
+  (_, first, first_blocked, first_stall), (_, second, second_blocked, second_stall) = finished
+  assert (first['reward'], first['move'], first['blocked']) == (1, 10, 2)
+  assert first_blocked == {(0, 0, LEFT): 2}  # two more lefts in the corner
+  assert (second['reward'], second['move'], second['blocked']) == (0, 4, 8)
+  assert second_blocked == {(0, 6, LEFT): 2, (0, 6, DOWN): 6}  # in the bottom-left corner
+  assert (first_stall, second_stall) == (2, 8)
+
+
 def test_observation_shows_walls_the_agent_and_a_collectible_reward():
   maze = TMaze()
   frame = maze.observation()

@@ -8,6 +8,7 @@ Subcommands (paper 000 section in brackets):
   inject            paste a sprite into the observation and watch the reaction (§4.2, Fig. 3)
   attention-stats   per-head x/y marginals and entropy over an episode (A.7, Fig. 10)
   feature-attention labelled maps of the feature agents (papers 002/003; needs --checkpoint)
+  tmaze-events      per-episode mistakes, blocked moves and detours of a T-maze agent (002)
   patch-video       GIF of an evolved AttentionAgent's top-K patches (paper 004, Fig. 1)
   patch-importance  histogram of its top-5 % patch importances over test episodes (004 Fig. 6)
   generalisation    its mean and std on the original and modified environments (004 Tables 3-4)
@@ -31,6 +32,7 @@ from s3ta.analysis import feature_attention as feature_attention_lib
 from s3ta.analysis import numerics, render, rollout
 from s3ta.analysis import parameter_counts as parameter_counts_lib
 from s3ta.analysis import patches as patches_lib
+from s3ta.analysis import tmaze_events as tmaze_events_lib
 from s3ta.analysis.rollout import log
 from s3ta.envs import vision_tasks
 
@@ -411,6 +413,22 @@ def feature_attention(args) -> None:
     _wrote(path)
 
 
+def tmaze_events(args) -> None:
+  _positive(args, 'episodes')
+  if args.checkpoint is None:
+    raise ValueError('tmaze-events needs --checkpoint (a T-maze training run).')
+  rows, blocked, description = tmaze_events_lib.play(args.checkpoint, args.episodes, args.seed,
+                                                     args.greedy)
+  policy = 'greedy' if args.greedy else 'sampled'
+  log(f'[{args.command}] {description}')
+  means = tmaze_events_lib.summary(rows)
+  log(f'[{args.command}] {len(rows)} {policy} episodes, per episode: '
+      + ', '.join(f'{key} {value:.2f}' for key, value in means.items()))
+  title = f'{description}; {len(rows)} {policy} episodes, return {means["episode_return"]:.2f}'
+  for path in tmaze_events_lib.write(rows, blocked, args.out, title):
+    _wrote(path)
+
+
 def _evolved(args):
   if getattr(args, 'episodes', 1) < 1:
     raise ValueError(f'--episodes must be >= 1, got {args.episodes}.')
@@ -481,6 +499,7 @@ COMMANDS = {
     'inject': inject,
     'attention-stats': attention_stats,
     'feature-attention': feature_attention,
+    'tmaze-events': tmaze_events,
     'patch-video': patch_video,
     'patch-importance': patch_importance,
     'generalisation': generalisation,
@@ -546,6 +565,10 @@ def build_parser() -> argparse.ArgumentParser:
   p = sub.add_parser('feature-attention', parents=[common],
                      help='labelled attention maps of the feature agents (002/003).')
   p.add_argument('--steps', type=int, default=200, help='agent steps to record.')
+
+  p = sub.add_parser('tmaze-events', parents=[common],
+                     help="a T-maze agent's mistakes, blocked moves and detours per episode (002).")
+  p.add_argument('--episodes', type=int, default=20, help='episodes, played in parallel.')
 
   evolved = argparse.ArgumentParser(add_help=False)  # paper 004's evolved agents
   evolved.add_argument('--checkpoint', default=None, help='launch.evolve workdir or one es_*.pkl.')

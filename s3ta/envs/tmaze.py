@@ -41,9 +41,15 @@ bottom of the central column, where the first reward is one walk up the centre a
 the loop's far half (down a side, along the bottom, up the centre) — the part of the
 figure 8 that agents starting at the centre never learned (BENCHMARKS.md, T-maze). A
 random start has not passed the bottom of the centre, unless it is that cell.
+
+Events: each maze tallies what its steps did in the current episode (`EVENTS`: moves,
+blocked moves, no-ops, rewards, the two mistakes, neutral corner entries, correct entries
+while disarmed) and where (and which way) moves were blocked, so an analysis can say why an agent scores
+below the optimum (`python -m s3ta.analysis tmaze-events`).
 """
 
-from typing import Optional
+import collections
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -55,8 +61,23 @@ START = (CENTRE_X, HEIGHT - 1)
 LEFT_CORNER, RIGHT_CORNER = (0, 0), (WIDTH - 1, 0)
 RADIUS = 2
 MOVES = ((0, 0), (0, -1), (1, 0), (0, 1), (-1, 0))  # no-op, up, right, down, left
+MOVE_NAMES = ('noop', 'up', 'right', 'down', 'left')
 OPTIMAL_STEPS_PER_REWARD = 20
 STARTS = ('centre', 'random')
+# What a step can do, tallied per episode in `TMaze.events`.
+# `reversal` is a move straight back to the previous cell (a subset of `move`; the figure 8
+# never reverses), so moves wasted on dithering show apart from blocked ones.
+EVENTS = ('move', 'blocked', 'noop', 'reversal', 'reward', 'wrong_side', 'wrong_corner',
+          'neutral_corner', 'disarmed_corner')
+FINISHED_EPISODES_KEPT = 1024
+
+
+class EpisodeTally(NamedTuple):
+  """What one finished episode of one maze did (`BatchedTMaze.pop_finished_episodes`)."""
+  maze: int  # index in the batch
+  events: dict  # EVENTS -> count
+  blocked_at: dict  # (x, y, action) -> moves blocked there in that direction
+  longest_stall: int  # most consecutive steps that left the cell unchanged (blocked, no-op)
 
 
 def walkable() -> np.ndarray:
@@ -95,6 +116,11 @@ class TMaze:
     self.via_centre = self.position == START
     self.came_up_the_centre = False  # on the top row, having come up the centre from its bottom
     self.resets = 0
+    self.last_move: Optional[int] = None  # the action of the last move that changed the cell
+    self.events = collections.Counter({event: 0 for event in EVENTS})
+    # (x, y, action) -> moves blocked there in that direction
+    self.blocked_at: collections.Counter = collections.Counter()
+    self.stall, self.longest_stall = 0, 0  # consecutive steps in place: now, and the most
 
   def _targets(self) -> tuple:
     """The corners whose approach counts: the reward's, or the figure 8's next while disarmed."""
@@ -109,29 +135,48 @@ class TMaze:
         self.came_up_the_centre, False, False)
     targets = self._targets()
     if previous[1] != 0:  # from the side column
-      return self._reset() if corner in targets else 0.0  # the wrong side, or neutral
+      if corner in targets:
+        return self._reset('wrong_side')
+      self.events['neutral_corner'] += 1
+      return 0.0
     if not came_up_the_centre:
-      return 0.0  # along the top row without the choice at the top: neutral
+      self.events['neutral_corner'] += 1  # along the top row without the choice at the top
+      return 0.0
     if corner not in targets:
-      return self._reset()  # the wrong reward location
+      return self._reset('wrong_corner')  # the wrong reward location
     if not self.armed:
+      self.events['disarmed_corner'] += 1
       self.unrewarded.append(corner)
       if len(self.unrewarded) == 2:  # a figure 8 completed without reward: armed again
         self.armed, self.expected, self.unrewarded = True, _other(corner), []
       return 0.0
+    self.events['reward'] += 1
     self.expected = _other(corner)
     return 1.0
 
-  def _reset(self) -> float:
+  def _reset(self, mistake: str) -> float:
     self.armed, self.expected, self.unrewarded = False, None, []
     self.resets += 1
+    self.events[mistake] += 1
     return 0.0
 
   def step(self, action: int) -> float:
     dx, dy = MOVES[action]
     x, y = self.position[0] + dx, self.position[1] + dy
-    if not (0 <= x < WIDTH and 0 <= y < HEIGHT and self._walkable[y, x]):
-      return 0.0  # blocked
+    if action == 0 or not (0 <= x < WIDTH and 0 <= y < HEIGHT and self._walkable[y, x]):
+      if action == 0:
+        self.events['noop'] += 1
+      else:
+        self.events['blocked'] += 1
+        self.blocked_at[self.position + (int(action),)] += 1
+      self.stall += 1
+      self.longest_stall = max(self.longest_stall, self.stall)
+      return 0.0
+    self.stall = 0
+    self.events['move'] += 1
+    if self.last_move is not None and MOVES[self.last_move] == (-dx, -dy):
+      self.events['reversal'] += 1
+    self.last_move = int(action)
     previous, self.position = self.position, (x, y)
     if self.position == START:
       self.via_centre = True
@@ -173,6 +218,9 @@ class BatchedTMaze:
     maze_seeds = np.random.SeedSequence(seed).spawn(num_envs)  # random starts differ per maze
     self._mazes = [TMaze(start, maze_seed) for maze_seed in maze_seeds]
     self._steps = np.zeros(num_envs, np.int64)
+    # The latest episodes that ended, oldest first; bounded, since training never reads
+    # them (`pop_finished_episodes`).
+    self._finished: collections.deque = collections.deque(maxlen=FINISHED_EPISODES_KEPT)
 
   def _observations(self) -> np.ndarray:
     return np.stack([maze.observation() for maze in self._mazes])
@@ -191,9 +239,18 @@ class BatchedTMaze:
     self._steps += 1
     done = self._steps >= self.max_steps
     for i in np.flatnonzero(done):
-      self._mazes[i].reset()
+      maze = self._mazes[i]
+      self._finished.append(EpisodeTally(int(i), dict(maze.events), dict(maze.blocked_at),
+                                         maze.longest_stall))
+      maze.reset()
       self._steps[i] = 0
     return EnvStep(self._observations(), reward, (~done).astype(np.float32), done.copy(), done)
+
+  def pop_finished_episodes(self) -> list[EpisodeTally]:
+    """The tallies of the episodes that ended since the last call (at most the latest 1024)."""
+    finished = list(self._finished)
+    self._finished.clear()
+    return finished
 
   def close(self) -> None:
     pass

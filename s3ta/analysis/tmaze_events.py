@@ -1,0 +1,107 @@
+"""Why a T-maze agent scores below the optimum: its episodes' event tallies, from a checkpoint.
+
+`python -m s3ta.analysis tmaze-events --checkpoint=DIR --out=OUT [--episodes=20] [--greedy]`
+plays the run's agent on its own T-maze (rebuilt from the checkpoint's config; all episodes
+in parallel, each `max_steps` long) and counts, per episode, what its steps did
+(s3ta/envs/tmaze.py `EVENTS`): moves, moves blocked by a wall, no-ops, rewards, the two
+memory mistakes of paper 002 (`wrong_side`: the reward corner entered from its side column;
+`wrong_corner`: the wrong corner chosen at the top), neutral corner entries and corner
+entries while the maze is disarmed after a mistake, moves straight back (`reversal`), and the
+longest run of steps in place. A memory failure shows as mistakes; an agent that remembers
+but walks badly shows as blocked moves, reversals and detours. A greedy policy that sees only
+its last views (the attention agent) can stall for good: a blocked move leaves the view
+unchanged, so once its window holds nothing else its input, and so its action, never change.
+Output: `tmaze_events.csv` (one row per episode), `tmaze_blocked.csv` (blocked moves per
+cell and direction, summed over the episodes) and `tmaze_blocked.png` (per cell, per episode).
+"""
+
+import csv
+import os
+import textwrap
+
+import numpy as np
+
+from s3ta.analysis import render
+from s3ta.analysis.rollout import AgentRunner, find_checkpoint, read_metadata, restore_agent
+from s3ta.envs import factory, tmaze
+
+
+def _maze_batch(env) -> tmaze.BatchedTMaze:
+  """The BatchedTMaze inside the factory's wrappers (frame stack, split step)."""
+  while not isinstance(env, tmaze.BatchedTMaze):
+    env = env.env
+  return env
+
+
+def play(checkpoint: str, episodes: int, seed: int = 0, greedy: bool = False):
+  """(rows, blocked, description): per-episode event tallies and returns, and the blocked
+  moves per (x, y, action) summed over the episodes, of `episodes` episodes played in parallel."""
+  config = read_metadata(find_checkpoint(checkpoint)).get('config') or {}
+  env_config = config.get('env') or {}
+  if factory.env_name(env_config) != 'tmaze':
+    raise ValueError(f'tmaze-events plays the T-maze; this checkpoint was trained on '
+                     f'{factory.env_name(env_config)!r}.')
+  env = factory.make_env(env_config, episodes, seed)
+  try:
+    agent = restore_agent(checkpoint, env.num_actions, env.observation_shape)
+    mazes = _maze_batch(env)
+    runner = AgentRunner(agent, env, seed=seed, greedy=greedy)
+    returns = np.zeros(episodes)
+    for _ in range(mazes.max_steps):
+      _, step = runner.step_batch()
+      returns += step.reward
+    finished = mazes.pop_finished_episodes()
+  finally:
+    env.close()
+  rows, blocked = [], {}
+  for episode in sorted(finished, key=lambda episode: episode.maze):
+    rows.append(dict(episode=episode.maze, episode_return=float(returns[episode.maze]),
+                     **{event: int(episode.events[event]) for event in tmaze.EVENTS},
+                     longest_stall=episode.longest_stall))
+    for key, count in episode.blocked_at.items():
+      blocked[key] = blocked.get(key, 0) + count
+  return rows, blocked, agent.description
+
+
+def summary(rows: list[dict]) -> dict:
+  """Mean return and mean count of every event per episode."""
+  return {key: float(np.mean([row[key] for row in rows]))
+          for key in ('episode_return',) + tmaze.EVENTS + ('longest_stall',)}
+
+
+def write(rows: list[dict], blocked: dict, out: str, title: str) -> list[str]:
+  """The per-episode CSV, the blocked-cells CSV and the blocked-cells picture."""
+  os.makedirs(out, exist_ok=True)
+  events_path = os.path.join(out, 'tmaze_events.csv')
+  with open(events_path, 'w', newline='') as f:
+    writer = csv.DictWriter(f, list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  blocked_path = os.path.join(out, 'tmaze_blocked.csv')
+  with open(blocked_path, 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['x', 'y', 'move', 'blocked_moves'])
+    for (x, y, action), count in sorted(blocked.items(), key=lambda item: -item[1]):
+      writer.writerow([x, y, tmaze.MOVE_NAMES[action], count])
+  grid = np.full((tmaze.HEIGHT, tmaze.WIDTH), np.nan)
+  walkable = tmaze.walkable()
+  grid[walkable] = 0.0
+  for (x, y, _), count in blocked.items():
+    grid[y, x] += count / len(rows)
+  plt = render.pyplot()
+  fig, ax = plt.subplots(figsize=(5.4, 4.4))
+  image = ax.imshow(grid, cmap='magma_r', vmin=0.0)
+  top = np.nanmax(grid)
+  for y, x in zip(*np.nonzero(walkable)):
+    ax.text(x, y, f'{grid[y, x]:.1f}', ha='center', va='center', fontsize=7,
+            color='white' if grid[y, x] > 0.6 * top > 0 else 'black')
+  ax.set_xticks(range(tmaze.WIDTH))
+  ax.set_yticks(range(tmaze.HEIGHT))
+  ax.set_facecolor('0.3')  # walls
+  fig.colorbar(image, ax=ax, fraction=0.046, label='blocked moves per episode')
+  ax.set_title('\n'.join(textwrap.wrap(title, 80)), fontsize=7)
+  fig.tight_layout()
+  png_path = os.path.join(out, 'tmaze_blocked.png')
+  fig.savefig(png_path, dpi=110)
+  plt.close(fig)
+  return [events_path, blocked_path, png_path]
