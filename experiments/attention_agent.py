@@ -39,6 +39,9 @@ def get_config(arg: str = 'take_cover'):
   config.evaluator = ml_collections.ConfigDict(dict(
       every_generations=10,  # 0: only at the end
       rollouts=16,  # episodes of the distribution's mean per evaluation (004 tests on 100)
+      # 'fresh': new seeds each evaluation (independent estimates); 'fixed': the same
+      # seeds every time (runs before 2026-11-26 used these; see controller.py).
+      seeds='fresh',
   ))
   config.seed = 0
   config.num_workers = 2  # rollout worker processes / nodes

@@ -61,6 +61,11 @@ def test_seeds_repeat_per_generation_and_evaluation_seeds_are_never_trained_on()
   assert all((u[1] == [7, 8]).all() for u in units)
   units = controller.evaluation_units(np.ones(3), np.arange(5), workers=2)
   assert [u[1].tolist() for u in units] == [[[0, 1]], [[2, 3, 4]]] and units[0][0].shape == (1, 3)
+  # Fresh evaluation seeds: a block of their own per evaluation, all outside training's range.
+  fresh = [set(controller.evaluation_seeds(16, e)) for e in (0, 1, 2, 100_000)]
+  assert all(len(a & b) == 0 for i, a in enumerate(fresh) for b in fresh[i + 1:])
+  assert min(min(f) for f in fresh) >= controller.TRAIN_SEED_RANGE
+  assert max(max(f) for f in fresh) < 2**32  # VizDoom's seeds are unsigned 32-bit
 
 
 def test_cma_es_climbs_fitness_and_resumes_exactly(tmp_path):
@@ -234,6 +239,34 @@ def test_checkpoints_keep_the_mean_that_scored_best_in_evaluation_across_a_resum
   vector = payload['best_eval_vector']
   assert -((vector - 0.5) ** 2).sum() == pytest.approx(best['mean_return'])
   assert len({r['mean_return'] for r in evaluations}) > 1  # a choice was made among them
+
+
+def test_evaluations_play_fresh_or_fixed_seeds_and_are_logged(tmp_path):
+  class Recording(InlineClient):
+    seen = []
+
+    def submit(self, vectors, seeds):
+      Recording.seen += [int(s) for s in np.asarray(seeds).reshape(-1)
+                         if s >= controller.EVAL_SEED_OFFSET]  # evaluation episodes only
+      return super().submit(vectors, seeds)
+
+  first = controller.EVAL_SEED_OFFSET
+  for mode, max_generations, expected in (('fresh', 2, range(6)), ('fresh', 4, range(6, 12)),
+                                          ('fixed', 4, [0, 1, 2] * 3)):
+    Recording.seen = []
+    logs = []
+    dispatcher = dispatch.Dispatcher([Recording('a'), Recording('b')], log=lambda line: None)
+    controller.Controller(_config(max_generations=max_generations, **{'evaluator.seeds': mode}),
+                          str(tmp_path / mode), dispatcher, log=logs.append,
+                          tensorboard=False).run()
+    # Fresh: generation 2 and the final evaluation, then (resumed) 4 and the final one, each
+    # on its own block of 3 seeds; fixed: the same 3 seeds at generations 2, 4 and the end.
+    assert sorted(Recording.seen) == sorted(first + s for s in expected)
+    lines = [line for line in logs if 'evaluation at generation' in line]
+    assert len(lines) == len(expected) // 3 and f'over 3 episodes, {mode} seeds' in lines[0]
+  with pytest.raises(ValueError, match=r"evaluator.seeds must be one of \('fresh', 'fixed'\), "
+                     r"got 'rotating'"):
+    controller.validate_config(_config(**{'evaluator.seeds': 'rotating'}))
 
 
 def test_a_generation_interrupted_after_ask_resumes_as_if_never_started(tmp_path):

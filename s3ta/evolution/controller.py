@@ -6,7 +6,11 @@ candidate of a generation plays the same episode seeds (common random numbers, s
 candidates are compared on equal terms), and the seeds change every generation.
 Every `evaluator.every_generations` generations and at the end, the distribution's
 mean (the agent 004 reports) plays `evaluator.rollouts` episodes on seeds never used
-in training.
+in training: new ones at every evaluation (`evaluator.seeds = 'fresh'`), so each is an
+independent estimate, or the same ones every time (`'fixed'`), so successive evaluations
+differ only by the agent — but a fixed sample can be kinder than the test episodes, and
+every evaluation then shares its bias (TakeCover: 16 fixed seeds scored one agent 754,
+seeds 0-99 671; BENCHMARKS.md).
 
 The workdir is laid out like the RL trainers' (`metrics.jsonl`, TensorBoard, a
 progress line, `summary.json`), so `s3ta.analysis.curves` reads it unchanged:
@@ -32,6 +36,7 @@ from s3ta.utils import metrics as metrics_lib
 
 EVAL_SEED_OFFSET = 1_000_000_007  # evaluation seeds: a range training never draws from
 TRAIN_SEED_RANGE = 1_000_000_000
+EVALUATION_SEEDS = ('fresh', 'fixed')
 
 
 def validate_config(config: Any) -> None:
@@ -50,6 +55,9 @@ def validate_config(config: Any) -> None:
   for name, value, least in checks:
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
       raise ValueError(f'config.{name} must be an integer >= {least}, got {value!r}.')
+  if config.evaluator.get('seeds', 'fixed') not in EVALUATION_SEEDS:
+    raise ValueError(f'config.evaluator.seeds must be one of {EVALUATION_SEEDS}, '
+                     f'got {config.evaluator.seeds!r}.')
   if not (isinstance(es.init_sigma, (int, float)) and es.init_sigma > 0):
     raise ValueError(f'config.es.init_sigma must be > 0, got {es.init_sigma!r}.')
   for name, value in (('max_seconds', config.max_seconds), ('unit_timeout_s', config.unit_timeout_s)):
@@ -66,8 +74,10 @@ def training_seeds(seed: int, generation: int, rollouts: int) -> np.ndarray:
   return rng.integers(0, TRAIN_SEED_RANGE, size=rollouts)
 
 
-def evaluation_seeds(rollouts: int) -> np.ndarray:
-  return EVAL_SEED_OFFSET + np.arange(rollouts)
+def evaluation_seeds(rollouts: int, evaluation: int = 0) -> np.ndarray:
+  """The seeds of the `evaluation`-th evaluation: block `evaluation` of the evaluation range
+  (fresh seeds; fixed seeds are always block 0)."""
+  return EVAL_SEED_OFFSET + evaluation * rollouts + np.arange(rollouts)
 
 
 def population_units(candidates: np.ndarray, seeds: np.ndarray, workers: int) -> list:
@@ -137,20 +147,27 @@ class Controller:
 
   def evaluate(self, should_stop: Callable[[], bool]) -> Optional[tuple]:
     """(mean, std) of the distribution's mean over the evaluation episodes; None if stopped."""
-    seeds = evaluation_seeds(self.config.evaluator.rollouts)
+    counters = self._counters()
+    fresh = self.config.evaluator.get('seeds', 'fixed') == 'fresh'
+    evaluation = counters.get('evaluations', 0)  # evaluations so far, across resumes
+    seeds = evaluation_seeds(self.config.evaluator.rollouts, evaluation if fresh else 0)
     results = self.dispatcher.run(
         evaluation_units(cma_es.centre(self.state), seeds, self.dispatcher.live_workers),
         should_stop)
     if results is None:
       return None
     returns = np.concatenate([r[0].reshape(-1) for r in results])
-    counters = self._counters()
+    counters['evaluations'] = evaluation + 1
     counters['frames'] += sum(r[1] for r in results)  # evaluation episodes are played too
     self._eval_log(dict(param_version=counters['generation'], frames=counters['frames'],
                         mean_return=float(returns.mean()), std_return=float(returns.std()),
                         episodes=len(returns), min_return=float(returns.min()),
                         max_return=float(returns.max())))
     self.state = cma_es.record_evaluation(self.state, float(returns.mean()))
+    self._log(f'[evolve] evaluation at generation {counters["generation"]}: mean '
+              f'{returns.mean():.1f} ± {returns.std() / math.sqrt(len(returns)):.1f} (s.e.) over '
+              f'{len(returns)} episodes, {"fresh" if fresh else "fixed"} seeds '
+              f'{seeds[0]}-{seeds[-1]}')
     return float(returns.mean()), float(returns.std())
 
   def generation(self, should_stop: Callable[[], bool]) -> bool:
