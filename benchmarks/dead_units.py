@@ -16,7 +16,7 @@ import argparse
 import jax
 import numpy as np
 
-from s3ta.analysis.rollout import find_checkpoint, read_metadata, restore_agent
+from s3ta.analysis.rollout import restore_agent, trained_env_config
 from s3ta.envs import factory
 from s3ta.networks import AgentInput
 
@@ -26,8 +26,7 @@ SATURATED = 2.65  # |x| beyond which tanh'(x) = 1 - tanh(x)^2 < 0.02
 
 def random_play(workdir: str, steps: int):
   """(agent from the newest checkpoint, observations of `steps` random actions in 8 envs)."""
-  config = read_metadata(find_checkpoint(f'{workdir}/checkpoints')).get('config') or {}
-  env = factory.make_env(config.get('env') or {}, NUM_ENVS, 0)
+  env = factory.make_env(trained_env_config(f'{workdir}/checkpoints'), NUM_ENVS, 0)
   agent = restore_agent(f'{workdir}/checkpoints', env.num_actions, env.observation_shape)
   rng, observations, env_step = np.random.default_rng(0), [], env.reset()
   for _ in range(steps):

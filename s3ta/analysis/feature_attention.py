@@ -26,7 +26,7 @@ import numpy as np
 
 from s3ta.acting.actor_core import agent_input
 from s3ta.analysis import render
-from s3ta.analysis.rollout import read_metadata, find_checkpoint, restore_agent
+from s3ta.analysis.rollout import restore_agent, trained_env_config
 from s3ta.envs import factory
 
 KINDS = ('gawrl', 'dawrl', 'time_attention')
@@ -85,8 +85,7 @@ def record(checkpoint: str, steps: int, seed: int = 0, greedy: bool = False):
 
   `shown` [steps, views] marks the T-maze views that show a reward (None for other agents).
   """
-  config = read_metadata(find_checkpoint(checkpoint)).get('config') or {}
-  env_config = config.get('env') or {}
+  env_config = trained_env_config(checkpoint)
   env = factory.make_env(env_config, 1, seed)
   try:
     agent = restore_agent(checkpoint, env.num_actions, env.observation_shape)

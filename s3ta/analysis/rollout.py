@@ -92,6 +92,13 @@ def read_metadata(path: str) -> dict:
     return json.load(f)
 
 
+def trained_env_config(checkpoint: str) -> dict:
+  """`config.env` of the experiment the newest checkpoint under `checkpoint` was trained with
+  ({} when its metadata holds no experiment config)."""
+  config = read_metadata(find_checkpoint(checkpoint)).get('config') or {}
+  return (config.get('env') if isinstance(config, dict) else None) or {}
+
+
 def env_settings(checkpoint: Optional[str], game: Optional[str]) -> EnvSettings:
   """Environment settings: the checkpoint's experiment config (`config.env`) when it has one.
 
@@ -99,10 +106,7 @@ def env_settings(checkpoint: Optional[str], game: Optional[str]) -> EnvSettings:
   observation type (RGB or gray 84x84) and action set always follow the checkpoint,
   since the network only understands those.
   """
-  env_config = {}
-  if checkpoint is not None:
-    config = read_metadata(find_checkpoint(checkpoint)).get('config') or {}
-    env_config = (config.get('env') if isinstance(config, dict) else None) or {}
+  env_config = trained_env_config(checkpoint) if checkpoint is not None else {}
   if factory.env_name(env_config) != 'atari':
     raise ValueError(f'the analysis tools play Atari; this checkpoint was trained on '
                      f'{factory.env_name(env_config)!r}.')

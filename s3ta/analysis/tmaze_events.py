@@ -22,7 +22,7 @@ import textwrap
 import numpy as np
 
 from s3ta.analysis import render
-from s3ta.analysis.rollout import AgentRunner, find_checkpoint, read_metadata, restore_agent
+from s3ta.analysis.rollout import AgentRunner, restore_agent, trained_env_config
 from s3ta.envs import factory, tmaze
 
 
@@ -36,8 +36,7 @@ def _maze_batch(env) -> tmaze.BatchedTMaze:
 def play(checkpoint: str, episodes: int, seed: int = 0, greedy: bool = False):
   """(rows, blocked, description): per-episode event tallies and returns, and the blocked
   moves per (x, y, action) summed over the episodes, of `episodes` episodes played in parallel."""
-  config = read_metadata(find_checkpoint(checkpoint)).get('config') or {}
-  env_config = config.get('env') or {}
+  env_config = trained_env_config(checkpoint)
   if factory.env_name(env_config) != 'tmaze':
     raise ValueError(f'tmaze-events plays the T-maze; this checkpoint was trained on '
                      f'{factory.env_name(env_config)!r}.')

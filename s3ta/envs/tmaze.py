@@ -43,9 +43,10 @@ figure 8 that agents starting at the centre never learned (BENCHMARKS.md, T-maze
 random start has not passed the bottom of the centre, unless it is that cell.
 
 Events: each maze tallies what its steps did in the current episode (`EVENTS`: moves,
-blocked moves, no-ops, rewards, the two mistakes, neutral corner entries, correct entries
-while disarmed) and where (and which way) moves were blocked, so an analysis can say why an agent scores
-below the optimum (`python -m s3ta.analysis tmaze-events`).
+blocked moves, no-ops, reversals, rewards, the two mistakes, neutral corner entries, correct
+entries while disarmed), where and which way moves were blocked, and the longest run of steps
+in place, so an analysis can say why an agent scores below the optimum
+(`python -m s3ta.analysis tmaze-events`).
 """
 
 import collections
@@ -115,12 +116,16 @@ class TMaze:
     # Passed the bottom of the centre column since the last corner (the start counts).
     self.via_centre = self.position == START
     self.came_up_the_centre = False  # on the top row, having come up the centre from its bottom
-    self.resets = 0
     self.last_move: Optional[int] = None  # the action of the last move that changed the cell
     self.events = collections.Counter({event: 0 for event in EVENTS})
     # (x, y, action) -> moves blocked there in that direction
     self.blocked_at: collections.Counter = collections.Counter()
     self.stall, self.longest_stall = 0, 0  # consecutive steps in place: now, and the most
+
+  @property
+  def resets(self) -> int:
+    """Mistakes this episode: each reset the maze."""
+    return self.events['wrong_side'] + self.events['wrong_corner']
 
   def _targets(self) -> tuple:
     """The corners whose approach counts: the reward's, or the figure 8's next while disarmed."""
@@ -156,22 +161,24 @@ class TMaze:
 
   def _reset(self, mistake: str) -> float:
     self.armed, self.expected, self.unrewarded = False, None, []
-    self.resets += 1
     self.events[mistake] += 1
+    return 0.0
+
+  def _stay(self, event: str) -> float:
+    """A step that leaves the cell unchanged (a no-op or a blocked move)."""
+    self.events[event] += 1
+    self.stall += 1
+    self.longest_stall = max(self.longest_stall, self.stall)
     return 0.0
 
   def step(self, action: int) -> float:
     dx, dy = MOVES[action]
     x, y = self.position[0] + dx, self.position[1] + dy
-    if action == 0 or not (0 <= x < WIDTH and 0 <= y < HEIGHT and self._walkable[y, x]):
-      if action == 0:
-        self.events['noop'] += 1
-      else:
-        self.events['blocked'] += 1
-        self.blocked_at[self.position + (int(action),)] += 1
-      self.stall += 1
-      self.longest_stall = max(self.longest_stall, self.stall)
-      return 0.0
+    if action == 0:
+      return self._stay('noop')
+    if not (0 <= x < WIDTH and 0 <= y < HEIGHT and self._walkable[y, x]):
+      self.blocked_at[self.position + (int(action),)] += 1
+      return self._stay('blocked')
     self.stall = 0
     self.events['move'] += 1
     if self.last_move is not None and MOVES[self.last_move] == (-dx, -dy):
