@@ -1,6 +1,10 @@
 """Paper 004's tasks: bad names refused, action mappings, episode rules, and each modification
 visible in the frames (real CarRacing and VizDoom; the WAD edits checked lump by lump)."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -32,6 +36,17 @@ def test_take_cover_moves_only_beyond_a_third():
   assert take_cover.buttons(np.array([0.3])) == [0, 0]  # stay
   assert take_cover.buttons(np.array([-0.3])) == [0, 0]
   assert take_cover.buttons(np.array([0.34])) == [0, 1]  # MOVE_RIGHT
+
+
+def test_a_modified_scenario_is_deleted_when_its_process_exits():
+  code = ('from s3ta.envs import take_cover; '
+          'path = take_cover.scenario_path("higher_walls"); '
+          'assert take_cover.read_wad(path) != take_cover.read_wad(take_cover.scenario_path("none")); '
+          'print(path)')
+  done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
+  path = done.stdout.strip().splitlines()[-1]
+  assert path.endswith('take_cover_higher_walls.wad')
+  assert not os.path.exists(os.path.dirname(path))
 
 
 def test_wad_round_trip_and_map_edits(tmp_path):

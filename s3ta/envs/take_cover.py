@@ -14,8 +14,10 @@ it, written to a private copy of the WAD):
 - other_monster (ours): a DECORATE lump makes every spawned imp a cacodemon.
 """
 
+import atexit
 import functools
 import os
+import shutil
 import struct
 import tempfile
 
@@ -83,11 +85,16 @@ def modified_lumps(lumps: list, modification: str) -> list:
 
 @functools.lru_cache(maxsize=None)
 def scenario_path(modification: str) -> str:
-  """The WAD for `modification`: the packaged one, or a modified copy (one per process)."""
+  """The WAD for `modification`: the packaged one, or a modified copy (one per process).
+
+  The copy's temporary folder is removed when the process exits (it used to stay behind,
+  one per evaluation or worker process).
+  """
   original = os.path.join(vizdoom.scenarios_path, f'{SCENARIO}.wad')
   if modification not in _MAP_EDITS and modification not in _EXTRA_LUMPS:
     return original
   directory = tempfile.mkdtemp(prefix='s3ta_take_cover_')
+  atexit.register(shutil.rmtree, directory, ignore_errors=True)
   path = os.path.join(directory, f'{SCENARIO}_{modification}.wad')
   write_wad(path, modified_lumps(read_wad(original), modification))
   return path
