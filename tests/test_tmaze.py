@@ -191,3 +191,13 @@ def test_random_starts_cover_the_maze_and_must_reach_the_centre_bottom_first():
     factory.make_env({'name': 'tmaze', 'start': 'middle'}, 1, 0)
   with pytest.raises(ValueError, match="Unknown tmaze start 'middle'"):
     TMaze('middle')
+
+
+def test_the_attention_config_anneals_its_learning_rate_to_zero_at_max_frames():
+  from experiments import tmaze  # pylint: disable=g-import-not-at-top
+  lstm, attention = tmaze.get_config(''), tmaze.get_config('attention')
+  assert (lstm.ppo.learning_rate, lstm.ppo.learning_rate_decay_updates) == (1e-3, 0)  # constant
+  assert lstm.single_machine.policy_lag == attention.single_machine.policy_lag == 0
+  assert attention.ppo.learning_rate_decay_updates == 1954  # ceil(1 M / (4 envs x 128 steps))
+  attention.max_frames = 2_000_000  # as --config.max_frames=2000000 sets it
+  assert attention.ppo.learning_rate_decay_updates == 3907
