@@ -108,6 +108,9 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.learner.grad_clip = 1280.0  # gradient clip threshold
   config.learner.grad_clip_mode = 'element'  # element-wise clipping to [-1280, 1280]
   config.learner.max_nonfinite_in_a_row = 10  # halt after this many NaN/Inf updates (each skipped)
+  # 0: off (the paper). > 0: a learned offset is added to the network's values; the baseline
+  # loss is centred on each batch and its mean TD error goes into the offset (LearnerConfig).
+  config.learner.value_offset_step_size = 0.0
 
   config.unroll_length = 50  # T: items hold T + 1 steps (one-step overlap)
   config.batch_size = 32  # B: trajectories per learner step

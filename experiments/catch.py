@@ -87,6 +87,9 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.learner.grad_clip = 1.0
   config.learner.grad_clip_mode = 'update_rms'
   config.learner.max_nonfinite_in_a_row = 10  # halt after this many NaN/Inf updates (each skipped)
+  # 0: off (the paper). > 0: a learned offset is added to the network's values; the baseline
+  # loss is centred on each batch and its mean TD error goes into the offset (LearnerConfig).
+  config.learner.value_offset_step_size = 0.0
 
   config.unroll_length = 10  # T: each learner batch is [T + 1, batch_size]
   config.batch_size = 32  # B

@@ -7,6 +7,8 @@ arg-max location, perturbed frames are evaluated from the same recurrent state,
 and checkpoints round-trip (or fail with a clear error).
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -106,3 +108,25 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path):
   (tmp_path / 'empty').mkdir()
   with pytest.raises(FileNotFoundError, match='no checkpoint'):
     rollout.load_agent(str(tmp_path / 'empty'), 6)
+
+
+def test_a_checkpointed_value_offset_is_added_to_the_values_shown(tmp_path):
+  # A run with `learner.value_offset_step_size` keeps part of its value in the training state:
+  # the analysis must show the value the learner used (network output + offset).
+  config = NetworkConfig(**rollout.SMALL_NETWORK)
+  network = make_network(config, 6, rollout.ATARI_OBSERVATION_SHAPE)
+  params = rollout.random_params(network, seed=5)
+  learner = learner_core.LearnerConfig(value_offset_step_size=0.1)
+  state = learner_core.TrainingState(params, learner_core.make_optimizer(learner).init(params),
+                                     jnp.float32(0.01), jnp.int32(7), jnp.float32(-2.5))
+  checkpoint_lib.save(checkpoint_lib.checkpoint_dir(str(tmp_path)), 7, state, network_config=config,
+                      config={'learner': {'value_offset_step_size': 0.1}})
+  agent = rollout.load_agent(str(tmp_path), 6)
+  assert agent.value_offset == -2.5
+  values = {}
+  for offset in (-2.5, 0.0):
+    env = rollout.make_env('Pong', num_envs=1, seed=3)
+    runner = rollout.AgentRunner(dataclasses.replace(agent, value_offset=offset), env, seed=0)
+    values[offset] = [record.value for record in rollout.play(runner, 3, 'test')]
+    runner.close()
+  np.testing.assert_allclose(np.subtract(values[-2.5], values[0.0]), -2.5, rtol=1e-5)

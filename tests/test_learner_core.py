@@ -7,8 +7,10 @@ import pytest
 
 from s3ta.learning import (HYPERPARAM_NAMES, LearnerConfig, Trajectory, get_hyperparams,
                            init_training_state, make_optimizer, make_sgd_step, set_hyperparams)
+from s3ta.learning.learner_core import update_value_offset
 from s3ta.learning.optimizer import rmsprop
 from s3ta.networks import make_network
+from s3ta.utils import checkpoint
 
 from tests.test_networks import SMALL
 
@@ -189,6 +191,8 @@ def test_learning_rate_anneals_linearly_to_zero_and_stays_there(setup):
     ('learning_rate_decay_begin', -5, 'learning_rate_decay_begin'),
     ('learning_rate', 0.0, 'learning_rate'),
     ('discount', 1.5, 'discount'),
+    ('value_offset_step_size', -0.1, r'value_offset_step_size must be in \[0, 1\]'),
+    ('value_offset_step_size', 1.5, 'value_offset_step_size'),
 ])
 def test_bad_learner_config_is_rejected(field, value, match):
   with pytest.raises(ValueError, match=match):
@@ -249,3 +253,58 @@ def test_update_rms_clip_caps_each_normalised_step_after_rmsprop():
   small, _ = rmsprop(learning_rate=0.5, epsilon=0.0, decay=0.99, initial_scale=0.0,
                      grad_clip=20.0, clip_mode='update_rms').update(grads, opt.init(params), params)
   np.testing.assert_allclose(small['a'], [-5.0, 5.0], rtol=1e-5)  # below the cap: unchanged
+
+
+
+def test_the_value_offset_takes_the_mean_td_error_by_hand():
+  # Step size 0.5: the share of the mean TD error is 0.5 / (1 - 0.5^n) at the n-th update,
+  # i.e. 1, 2/3, 4/7, ... -> 0.5. A non-finite error leaves the offset where it was.
+  offset = update_value_offset(jnp.float32(0), jnp.float32(-2.0), 0.5, jnp.int32(0))
+  assert float(offset) == -2.0
+  offset = update_value_offset(offset, jnp.float32(-3.0), 0.5, jnp.int32(1))
+  assert float(offset) == pytest.approx(-4.0, rel=1e-6)
+  assert float(update_value_offset(offset, jnp.float32(np.nan), 0.5, jnp.int32(2))) == \
+      pytest.approx(-4.0, rel=1e-6)
+  assert float(update_value_offset(jnp.float32(0), jnp.float32(1), 0.5, jnp.int32(60))) == \
+      pytest.approx(0.5, rel=1e-6)
+
+
+def test_the_value_offset_takes_the_level_of_the_returns_off_the_network(setup):
+  # One-step episodes whose rewards average about -3 (std 1): the value targets are the
+  # rewards (on-policy here, so V-trace keeps them). With the offset the values reach that
+  # level within a few steps while the network's own outputs stay near where they started;
+  # without it the network has to move its outputs there by gradient steps.
+  network, _, _ = setup
+  rng = np.random.default_rng(0)
+  batch = make_batch(network)
+  batch = batch._replace(discount=np.zeros_like(batch.discount),
+                         reward=(-3 + rng.normal(size=batch.reward.shape)).astype(np.float32),
+                         behaviour_logits=np.zeros_like(batch.behaviour_logits))
+  level = float(np.mean(batch.reward[:-1]))
+  errors, own = {}, {}
+  for step_size in (0.0, 0.3):
+    config = LearnerConfig(learning_rate=1e-3, rmsprop_epsilon=1e-5, rmsprop_initial_scale=0.0,
+                           max_abs_reward=10.0, value_offset_step_size=step_size)
+    sgd_step = make_sgd_step(network, config)
+    state = init_training_state(network, config, jax.random.PRNGKey(0))
+    for _ in range(15):
+      state, metrics = sgd_step(state, batch)
+    errors[step_size] = abs(float(metrics['mean_value']) - level)
+    own[step_size] = float(metrics['mean_value']) - float(metrics.get('value_offset', 0.0))
+  assert float(metrics['value_offset']) == pytest.approx(level, abs=0.3)
+  assert errors[0.3] < 0.3 < 0.6 < errors[0.0], errors
+  assert abs(own[0.3]) < 0.3 < 1.5 < abs(own[0.0]), own
+
+
+def test_the_value_offset_is_off_by_default_and_survives_a_checkpoint(setup, tmp_path):
+  network, _, _ = setup
+  off = init_training_state(network, LearnerConfig(), jax.random.PRNGKey(0))
+  assert off.value_offset is None  # no leaf: checkpoints of runs without it are unchanged
+  assert len(jax.tree_util.tree_leaves(off)) == len(jax.tree_util.tree_leaves(off[:4]))
+  config = LearnerConfig(value_offset_step_size=0.1)
+  state = init_training_state(network, config, jax.random.PRNGKey(0))
+  state, _ = make_sgd_step(network, config)(state, make_batch(network))
+  assert float(state.value_offset) != 0
+  path = checkpoint.save(str(tmp_path), 1, state)
+  template = init_training_state(network, config, jax.random.PRNGKey(1))
+  assert float(checkpoint.restore(path, template).state.value_offset) == float(state.value_offset)

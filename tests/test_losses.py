@@ -88,3 +88,30 @@ def test_mismatched_shapes_fail_at_trace_time():
               rewards=jnp.zeros((t, b)), discounts=jnp.ones((t, b)))
   with pytest.raises(AssertionError, match=r'\(4, 2\)'):
     jax.jit(impala_loss)(**args)
+
+
+def test_a_centred_baseline_loses_the_mean_td_error_and_nothing_else():
+  # The hand-computed case above: td errors [0.5, -1, 2.7], mean 2.2 / 3. Centred, the
+  # baseline is half the sum of squares of [0.5, -1, 2.7] - 2.2 / 3; the mean error is
+  # reported either way, and its gradient on the values sums to zero (no pull on the level).
+  logits = np.zeros((3, 1, 2), np.float32)
+  values = np.array([[0.5], [1.0], [2.0], [3.0]], np.float32)
+  actions = np.array([[0], [1], [0]], np.int32)
+  rewards = np.array([[1.0], [0.0], [2.0]], np.float32)
+  discounts = np.array([[0.9], [0.0], [0.9]], np.float32)
+  args = (logits, values, actions, logits, rewards, discounts)
+  errors = np.array([0.5, -1.0, 2.7])
+  _, plain = impala_loss(*args)
+  _, centred = impala_loss(*args, centre_baseline=True)
+  assert float(plain['mean_td_error']) == pytest.approx(2.2 / 3, rel=1e-5)
+  assert float(centred['mean_td_error']) == pytest.approx(2.2 / 3, rel=1e-5)
+  assert float(plain['baseline_loss']) == pytest.approx(0.5 * np.sum(errors**2), rel=1e-5)
+  assert float(centred['baseline_loss']) == pytest.approx(
+      0.5 * np.sum((errors - errors.mean())**2), rel=1e-5)
+  grad = jax.grad(lambda v: impala_loss(logits, v, actions, logits, rewards, discounts,
+                                        entropy_cost=0.0, centre_baseline=True)[0])(values)
+  # Steps 0 and 2 bootstrap from V(x_1) and V(x_3) inside stopped targets: the gradient is
+  # -0.5 * (centred error) on V(x_0..2) and 0 on the bootstrap value.
+  np.testing.assert_allclose(grad[:, 0], np.append(-0.5 * (errors - errors.mean()), 0.0),
+                             rtol=1e-5, atol=1e-6)
+  assert float(jnp.sum(grad)) == pytest.approx(0.0, abs=1e-5)

@@ -202,3 +202,19 @@ def test_no_step_is_taken_after_pause_training_returns():
   assert not stepper.is_alive()
   # The step that read the flag before the pause finished before pause_training returned.
   assert at_rest['learner_steps'] == learner.counters.learner_steps == 2
+
+
+def test_exploit_copies_the_value_offset_with_the_weights():
+  # The offset is part of the value the weights were trained with: it must travel with them.
+  network = make_network(TINY, num_actions=18, observation_shape=(8, 8, 1))
+  learners = [PBTLearner(network, {'learning_rate': 1e-3, 'value_offset_step_size': 0.5},
+                         batch_size=B, unroll_length=T, frames_per_step=4,
+                         rng_key=jax.random.PRNGKey(seed), normalizer=lambda game, r: r / 10.0)
+              for seed in (0, 1)]
+  donor, recipient = learners
+  donor.step_on_batch(batch(network, 0))
+  recipient.step_on_batch(batch(network, 1))
+  offsets = [float(learner.get_state()['value_offset']) for learner in learners]
+  assert offsets[0] != offsets[1]
+  recipient.set_state(donor.get_state(), recipient.get_hyperparams())
+  assert float(recipient.get_state()['value_offset']) == offsets[0]

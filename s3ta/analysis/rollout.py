@@ -146,6 +146,7 @@ class LoadedAgent:
   network: Network
   params: Any
   description: str  # where the parameters came from, printed with every output
+  value_offset: float = 0.0  # the learner's value offset, added to the network's values
 
 
 def load_agent(checkpoint: Optional[str], num_actions: int, network_size: str = 'small',
@@ -223,7 +224,9 @@ def _restore_agent(path: str, num_actions: int, observation_shape: Sequence[int]
   template = jax.eval_shape(lambda: training_state_template(network, experiment))
   restored = checkpoint_lib.restore(path, template, network_config=metadata["network_config"])
   params = jax.tree_util.tree_map(jnp.asarray, restored.state.params)
-  return LoadedAgent(network, params, f'checkpoint {path} (step {restored.step}, {config.kind} network)')
+  offset = getattr(restored.state, 'value_offset', None)  # PPO's state has none
+  return LoadedAgent(network, params, f'checkpoint {path} (step {restored.step}, {config.kind} network)',
+                     0.0 if offset is None else float(offset))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -327,7 +330,8 @@ class AgentRunner:
     has_attention = outputs.attention is not None
     record = StepRecord(
         frame=np.asarray(observation[0]), action=int(action[0]),
-        logits=np.asarray(outputs.logits[0]), value=float(outputs.value[0]),
+        logits=np.asarray(outputs.logits[0]),
+        value=float(outputs.value[0]) + self.agent.value_offset,
         reward=float(self._env_step.reward[0]), is_first=bool(self._env_step.is_first[0]),
         attention=np.asarray(outputs.attention[0]) if has_attention else None,
         # The feature agents (002/003) have maps but no spatial queries or keys.
@@ -370,7 +374,7 @@ class AgentRunner:
       state = jax.tree_util.tree_map(lambda x: jnp.repeat(x, batch_size, axis=0), single)
       lg, v = self._evaluate(self.agent.params, inputs, state, jnp.float32(self.attention_threshold))
       logits.append(np.asarray(lg)[:batch_size - pad])
-      values.append(np.asarray(v)[:batch_size - pad])
+      values.append(np.asarray(v)[:batch_size - pad] + self.agent.value_offset)
     return np.concatenate(logits), np.concatenate(values)
 
   def close(self) -> None:

@@ -31,6 +31,9 @@ class TrainingState(NamedTuple):
   opt_state: Any  # optax.InjectHyperparamsState of optimizer.injected_rmsprop
   entropy_cost: Any  # float32 scalar (a loss weight, not an optimizer setting)
   steps: Any  # int32 scalar, number of sgd steps taken
+  # float32 scalar added to the network's values, learned from the mean TD error, when
+  # `value_offset_step_size` > 0; else None (no leaves: checkpoints are unchanged).
+  value_offset: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +60,15 @@ class LearnerConfig:
   vtrace_lambda: float = 1.0
   # Halt after this many sgd steps in a row whose update was not finite (each is skipped).
   max_nonfinite_in_a_row: int = 10
+  # 0 (off, the paper's learner) or the step size of a learned value offset: V(x) = offset +
+  # network(x). The network's baseline loss is centred on the batch (the mean TD error
+  # v_s - V(x_s) is taken out), and that mean error goes into the offset instead: all of the
+  # first batch's, then a share falling to this step size. So the network learns how values
+  # differ from their level, not the level itself (about -2 on Pong, where a random policy
+  # loses a point every ~100 steps; cf. reward centering, Naik et al. 2024). Why: S3TA's
+  # attention otherwise absorbs the level by collapsing onto one location within its first
+  # updates, and stays there (BENCHMARKS.md, "`subtract_background` on Pong, one H100").
+  value_offset_step_size: float = 0.0
 
   def __post_init__(self):
     if self.grad_clip_mode not in GRAD_CLIP_MODES:
@@ -75,6 +87,9 @@ class LearnerConfig:
       raise ValueError(f'max_nonfinite_in_a_row must be >= 1, got {self.max_nonfinite_in_a_row}.')
     if self.rmsprop_initial_scale < 0:
       raise ValueError(f'rmsprop_initial_scale must be >= 0, got {self.rmsprop_initial_scale}.')
+    if not 0 <= self.value_offset_step_size <= 1:
+      raise ValueError(f'value_offset_step_size must be in [0, 1] (0: off), got '
+                       f'{self.value_offset_step_size}.')
 
   @classmethod
   def from_dict(cls, values: Any) -> 'LearnerConfig':
@@ -95,8 +110,19 @@ def make_optimizer(config: LearnerConfig) -> optax.GradientTransformation:
 
 def init_training_state(network: Network, config: LearnerConfig, rng: jax.Array) -> TrainingState:
   params = network.init(rng)
+  offset = jnp.float32(0) if config.value_offset_step_size > 0 else None
   return TrainingState(params, make_optimizer(config).init(params),
-                       jnp.float32(config.entropy_cost), jnp.int32(0))
+                       jnp.float32(config.entropy_cost), jnp.int32(0), offset)
+
+
+def update_value_offset(offset: jax.Array, mean_td_error: jax.Array, step_size: float,
+                        steps: jax.Array) -> jax.Array:
+  """The offset moved by a share of the batch's mean TD error (v_s - V(x_s), V including the
+  offset) after `steps` earlier updates; kept if that error is not finite. The share
+  starts at 1 and falls to `step_size` (Sutton and Barto's unbiased constant-step-size
+  trick), so the first batch's mean error goes into the offset at once."""
+  rate = step_size / (1 - (1 - step_size)**(steps + 1).astype(jnp.float32))
+  return jnp.where(jnp.isfinite(mean_td_error), offset + rate * mean_td_error, offset)
 
 
 def get_hyperparams(state: TrainingState) -> dict:
@@ -128,8 +154,11 @@ def set_hyperparams(state: TrainingState, values: Mapping[str, float]) -> Traini
 
 
 def trajectory_loss(params, network: Network, config: LearnerConfig, batch: Trajectory,
-                    entropy_cost) -> tuple[jax.Array, dict]:
-  """Unrolls the network over a [T+1, B] batch and returns `impala_loss` on it."""
+                    entropy_cost, value_offset=None) -> tuple[jax.Array, dict]:
+  """Unrolls the network over a [T+1, B] batch and returns `impala_loss` on it.
+
+  With a `value_offset` (the learner's, when `value_offset_step_size` > 0) the values are
+  the network's plus the offset, and the baseline loss is centred (`impala_loss`)."""
   steps = [batch.prev_action, batch.prev_reward, batch.is_first, batch.action, batch.reward,
            batch.discount]
   chex.assert_rank(steps, 2)
@@ -139,11 +168,13 @@ def trajectory_loss(params, network: Network, config: LearnerConfig, batch: Traj
   inputs = AgentInput(batch.observation, batch.prev_action, batch.prev_reward, batch.is_first)
   outputs, _ = network.unroll(params, inputs, batch.initial_state)
   rewards = jnp.clip(batch.reward[:-1], -config.max_abs_reward, config.max_abs_reward)
+  values = outputs.value if value_offset is None else outputs.value + value_offset
   return losses.impala_loss(
-      outputs.logits[:-1], outputs.value, batch.action[:-1], batch.behaviour_logits[:-1],
+      outputs.logits[:-1], values, batch.action[:-1], batch.behaviour_logits[:-1],
       rewards, config.discount * batch.discount[:-1],
       baseline_cost=config.baseline_cost, entropy_cost=entropy_cost, clip_rho=config.clip_rho,
-      clip_pg_rho=config.clip_pg_rho, lambda_=config.vtrace_lambda)
+      clip_pg_rho=config.clip_pg_rho, lambda_=config.vtrace_lambda,
+      centre_baseline=value_offset is not None)
 
 
 def make_sgd_step(network: Network, config: LearnerConfig,
@@ -154,13 +185,19 @@ def make_sgd_step(network: Network, config: LearnerConfig,
 
   def sgd_step(state: TrainingState, batch: Trajectory) -> tuple[TrainingState, dict]:
     grad_fn = jax.grad(trajectory_loss, has_aux=True)
-    grads, metrics = grad_fn(state.params, network, config, batch, state.entropy_cost)
+    grads, metrics = grad_fn(state.params, network, config, batch, state.entropy_cost,
+                             state.value_offset)
     metrics['grad_norm'] = optax.global_norm(grads)  # before clipping
     updates, opt_state = optimizer_.update(grads, state.opt_state, state.params)
     injected = opt_state.hyperparams  # the values this update used
     metrics['learning_rate'] = injected['learning_rate'] * injected['learning_rate_scale']
     metrics['nonfinite_in_a_row'], metrics['nonfinite_steps'] = optimizer.nonfinite_counts(opt_state)
     params = optax.apply_updates(state.params, updates)
-    return TrainingState(params, opt_state, state.entropy_cost, state.steps + 1), metrics
+    offset = state.value_offset
+    if offset is not None:
+      offset = update_value_offset(offset, metrics['mean_td_error'], config.value_offset_step_size,
+                                   state.steps)
+      metrics['value_offset'] = offset
+    return TrainingState(params, opt_state, state.entropy_cost, state.steps + 1, offset), metrics
 
   return jax.jit(sgd_step) if jit else sgd_step

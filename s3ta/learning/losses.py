@@ -14,7 +14,8 @@ from s3ta.utils import rlax_import  # rlax, or its V-trace stand-in where rlax d
 def impala_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
                 behaviour_logits: jax.Array, rewards: jax.Array, discounts: jax.Array, *,
                 baseline_cost: float = 0.5, entropy_cost: float = 0.01, clip_rho: float = 1.0,
-                clip_pg_rho: float = 1.0, lambda_: float = 1.0) -> tuple[jax.Array, dict]:
+                clip_pg_rho: float = 1.0, lambda_: float = 1.0,
+                centre_baseline: bool = False) -> tuple[jax.Array, dict]:
   """V-trace actor-critic loss for one batch of unrolls.
 
   Args:
@@ -27,11 +28,15 @@ def impala_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
     baseline_cost, entropy_cost: weights of the baseline and entropy terms (may be traced).
     clip_rho, clip_pg_rho: V-trace truncation of the importance weights.
     lambda_: V-trace lambda.
+    centre_baseline: take the batch's mean TD error out of the baseline loss, so the values
+      learn only how the targets differ from their mean (the learner's value offset takes
+      the mean: `learner_core.update_value_offset`).
   Returns:
     (loss, metrics) with loss = pg + baseline_cost * baseline + entropy_cost * entropy,
-    pg = -sum(pg_advantage * log pi(a)), baseline = 0.5 * sum((v_s - V(x_s))^2) and
-    entropy = sum(pi * log pi) (the negative entropy). Targets and advantages carry no
-    gradient.
+    pg = -sum(pg_advantage * log pi(a)), baseline = 0.5 * sum((v_s - V(x_s))^2) (with the
+    mean of v_s - V(x_s) subtracted if `centre_baseline`) and entropy = sum(pi * log pi)
+    (the negative entropy). Targets and advantages carry no gradient. metrics hold the
+    loss terms, the mean entropy, rho, value and TD error v_s - V(x_s).
   """
   time, batch = actions.shape
   chex.assert_shape([logits, behaviour_logits], (time, batch, None))
@@ -49,6 +54,9 @@ def impala_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
       clip_pg_rho_threshold=clip_pg_rho, stop_target_gradients=True), out_axes=1)
   out = vtrace(values[:-1], values[1:], rewards, discounts, rhos)
   td_errors = out.errors  # v_s - V(x_s), target side already stop-gradient
+  mean_td_error = jnp.mean(td_errors)
+  if centre_baseline:
+    td_errors = td_errors - jax.lax.stop_gradient(mean_td_error)
 
   # rlax averages over time; IMPALA sums over time and batch, hence `time *` and the sums.
   ones = jnp.ones_like(rewards)
@@ -64,5 +72,6 @@ def impala_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
       'entropy': -entropy_loss / (time * batch),  # mean per-step entropy
       'mean_rho': jnp.mean(rhos),
       'mean_value': jnp.mean(values[:-1]),
+      'mean_td_error': jax.lax.stop_gradient(mean_td_error),
   }
   return loss, metrics

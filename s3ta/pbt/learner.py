@@ -119,10 +119,12 @@ class PBTLearner(Learner):
       self.pbt_changes += 1
 
   def get_state(self) -> dict:
-    """Host copies of params and optimiser state (what exploit transfers)."""
+    """Host copies of params, optimiser state and value offset (what exploit transfers; the
+    offset belongs to the value head it is added to)."""
     with self._pbt_lock:
       return {'params': jax.device_get(self._state.params),
-              'opt_state': jax.device_get(self._state.opt_state)}
+              'opt_state': jax.device_get(self._state.opt_state),
+              'value_offset': jax.device_get(self._state.value_offset)}
 
   def set_state(self, state, hyperparams: Mapping[str, float]) -> None:
     """Takes another member's params + optimiser state and hyperparameters.
@@ -135,7 +137,8 @@ class PBTLearner(Learner):
     with self._pbt_lock:
       put = lambda tree: jax.device_put(tree, self.device)
       self._state = learner_core.set_hyperparams(
-          self._state._replace(params=put(state['params']), opt_state=put(state['opt_state'])),
+          self._state._replace(params=put(state['params']), opt_state=put(state['opt_state']),
+                               value_offset=put(state.get('value_offset'))),
           hyperparams)
       self.counters.param_version += 1
       self._pbt_fitness.reset()
