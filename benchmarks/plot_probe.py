@@ -39,7 +39,7 @@ def main() -> None:
     path, _, label = run.partition('=')
     ax.plot(*read(path), label=label or path)
   ax.set(title=args.title, xlabel='updates', ylim=(FLOOR - 0.02, 1.02),
-         ylabel=f'held-out R^2 of the paddle height (floor {FLOOR})')
+         ylabel=f'held-out R^2 (floor {FLOOR})')
   ax.legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(args.out, dpi=80)
