@@ -8,7 +8,9 @@
 # RUNS holds NAME=KIND[,--config.x=y,...] items; each starts one detached process (setsid, so it
 # outlives the call) with 128 ALE envs on 4 threads, writing /tmp/runs/NAME. `watch` prints every
 # run's progress line once a minute for the given seconds (or until all have ended) and copies each
-# run's log and metrics.jsonl to $OUT.
+# run's log and metrics.jsonl to $OUT. With COPY_CHECKPOINTS=1 (at most 2 runs: $OUT takes 8
+# files of <= 16 MiB), `watch` also sends each run's latest checkpoint once all have ended, as
+# NAME_ckpt.tgz.part_aa, _ab, ...; here: cat NAME_ckpt.tgz.part_* | tar xz -C WORKDIR/checkpoints
 set -u
 mode=${1:?start or watch}
 seconds=${2:?seconds to watch}
@@ -35,6 +37,15 @@ watch_runs() {
   for log in /tmp/runs/*.log; do
     echo "--- $(basename "$log" .log)"; grep -a -v '^frames' "$log" | tail -15
   done
+  if [ "${COPY_CHECKPOINTS:-0}" = 1 ] && ! pgrep -f launch.train_single >/dev/null; then
+    for log in /tmp/runs/*.log; do
+      local name ckpt; name=$(basename "$log" .log)
+      ckpt=$(ls -d "/tmp/runs/$name"/checkpoints/ckpt_* 2>/dev/null | sort -t_ -k2 -n | tail -1)
+      [ -n "$ckpt" ] || continue
+      tar czf - -C "$(dirname "$ckpt")" "$(basename "$ckpt")" | split -b 15m - "$OUT/${name}_ckpt.tgz.part_"
+      echo "checkpoint $ckpt -> $(ls "$OUT/${name}_ckpt.tgz.part_"* | wc -l) part(s)"
+    done
+  fi
 }
 
 if [ "$mode" = watch ]; then watch_runs "$seconds"; exit 0; fi
