@@ -13,17 +13,19 @@ pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
 LOG = np.log
 
 
+def terminal_case():
+  """T=3, B=1, 2 actions, uniform policy = behaviour (rho = 1), gamma 0.9, the episode ends
+  after step 1 (discount 0 there): logits, values, actions, rewards, discounts."""
+  return (np.zeros((3, 1, 2), np.float32), np.array([[0.5], [1.0], [2.0], [3.0]], np.float32),
+          np.array([[0], [1], [0]], np.int32), np.array([[1.0], [0.0], [2.0]], np.float32),
+          np.array([[0.9], [0.0], [0.9]], np.float32))
+
+
 class HandComputedLossTest(chex.TestCase):
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_on_policy_loss_with_a_terminal_step(self):
-    # T=3, B=1, 2 actions, uniform policy = behaviour (rho = 1), gamma 0.9, the
-    # episode ends after step 1 (discount 0 there).
-    logits = np.zeros((3, 1, 2), np.float32)
-    values = np.array([[0.5], [1.0], [2.0], [3.0]], np.float32)
-    actions = np.array([[0], [1], [0]], np.int32)
-    rewards = np.array([[1.0], [0.0], [2.0]], np.float32)
-    discounts = np.array([[0.9], [0.0], [0.9]], np.float32)
+    logits, values, actions, rewards, discounts = terminal_case()
     loss, m = self.variant(impala_loss)(logits, values, actions, logits, rewards, discounts)
     # On-policy, lambda 1: v_2 = 2 + 0.9*3 = 4.7, v_1 = 0 (terminal), v_0 = 1 + 0.9*0 = 1.
     # td errors v_s - V(x_s) = [0.5, -1, 2.7]; pg advantages r + g*v_{s+1} - V = [0.5, -1, 2.7].
@@ -91,14 +93,10 @@ def test_mismatched_shapes_fail_at_trace_time():
 
 
 def test_a_centred_baseline_loses_the_mean_td_error_and_nothing_else():
-  # The hand-computed case above: td errors [0.5, -1, 2.7], mean 2.2 / 3. Centred, the
+  # `terminal_case`, computed by hand above: td errors [0.5, -1, 2.7], mean 2.2 / 3. Centred, the
   # baseline is half the sum of squares of [0.5, -1, 2.7] - 2.2 / 3; the mean error is
   # reported either way, and its gradient on the values sums to zero (no pull on the level).
-  logits = np.zeros((3, 1, 2), np.float32)
-  values = np.array([[0.5], [1.0], [2.0], [3.0]], np.float32)
-  actions = np.array([[0], [1], [0]], np.int32)
-  rewards = np.array([[1.0], [0.0], [2.0]], np.float32)
-  discounts = np.array([[0.9], [0.0], [0.9]], np.float32)
+  logits, values, actions, rewards, discounts = terminal_case()
   args = (logits, values, actions, logits, rewards, discounts)
   errors = np.array([0.5, -1.0, 2.7])
   _, plain = impala_loss(*args)

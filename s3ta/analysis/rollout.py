@@ -224,7 +224,7 @@ def _restore_agent(path: str, num_actions: int, observation_shape: Sequence[int]
   template = jax.eval_shape(lambda: training_state_template(network, experiment))
   restored = checkpoint_lib.restore(path, template, network_config=metadata["network_config"])
   params = jax.tree_util.tree_map(jnp.asarray, restored.state.params)
-  offset = getattr(restored.state, 'value_offset', None)  # PPO's state has none
+  offset = restored.state.value_offset  # None unless the learner had `value_offset_step_size`
   return LoadedAgent(network, params, f'checkpoint {path} (step {restored.step}, {config.kind} network)',
                      0.0 if offset is None else float(offset))
 

@@ -54,9 +54,9 @@ def impala_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
       clip_pg_rho_threshold=clip_pg_rho, stop_target_gradients=True), out_axes=1)
   out = vtrace(values[:-1], values[1:], rewards, discounts, rhos)
   td_errors = out.errors  # v_s - V(x_s), target side already stop-gradient
-  mean_td_error = jnp.mean(td_errors)
+  mean_td_error = jax.lax.stop_gradient(jnp.mean(td_errors))
   if centre_baseline:
-    td_errors = td_errors - jax.lax.stop_gradient(mean_td_error)
+    td_errors = td_errors - mean_td_error
 
   # rlax averages over time; IMPALA sums over time and batch, hence `time *` and the sums.
   ones = jnp.ones_like(rewards)
@@ -72,6 +72,6 @@ def impala_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
       'entropy': -entropy_loss / (time * batch),  # mean per-step entropy
       'mean_rho': jnp.mean(rhos),
       'mean_value': jnp.mean(values[:-1]),
-      'mean_td_error': jax.lax.stop_gradient(mean_td_error),
+      'mean_td_error': mean_td_error,
   }
   return loss, metrics
