@@ -46,6 +46,7 @@ def get_config(arg: str = ''):
   config.env.name = 'tmaze'
   config.env.max_steps = 200  # steps per episode
   config.env.start = 'random'  # a walkable cell per episode (002 names none); or 'centre'
+  config.env.route = 'any'  # or 'figure8': only the figure 8's lower loop leads up the centre
   config.env.num_envs = 2  # per env group: 2 groups x 2 = 4 actors (002 Table 2)
   config.num_actors = 2
 

@@ -130,7 +130,12 @@ def test_tmaze_events_account_for_every_step_of_every_episode(tmp_path, capsys):
     blocked = list(csv.DictReader(f))
   assert sum(int(b['blocked_moves']) for b in blocked) == sum(int(r['blocked']) for r in rows)
   assert all(b['move'] in ('up', 'right', 'down', 'left') for b in blocked)
-  assert os.path.getsize(os.path.join(out, 'tmaze_blocked.png')) > 1000
+  with open(os.path.join(out, 'tmaze_reversals.csv')) as f:
+    reversals = list(csv.DictReader(f))
+  assert sum(int(r['reversals']) for r in reversals) == sum(int(r['reversal']) for r in rows)
+  for row in rows:
+    assert int(row['centre_down']) <= int(row['move'])
+  assert os.path.getsize(os.path.join(out, 'tmaze_places.png')) > 1000
   assert cli.main(['tmaze-events', f'--checkpoint={tmp_path / "lstm"}', f'--out={out}',
                    '--episodes=0']) == 2
   config = ram_features.get_config('Pong')

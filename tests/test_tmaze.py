@@ -64,6 +64,31 @@ def test_shuttling_along_the_top_row_pays_nothing_and_returning_down_the_centre_
   assert [i for i, r in enumerate(rewards) if r] == [9, 29] and maze.resets == 0
 
 
+T_ROUTE_RIGHT = [RIGHT] * 4 + [DOWN] * 6 + RIGHT_TURN  # from the left corner: the T route
+
+
+def test_the_t_route_pays_like_the_figure_eight_unless_the_route_must_be_a_figure_eight():
+  figure_eight = LEFT_LOOP_TO_CORNER + BACK_FROM_LEFT + RIGHT_TURN
+  for route, t_route_paid in (('any', [9, 29]), ('figure8', [9])):
+    maze = TMaze(route=route)
+    assert [i for i, r in enumerate(_play(maze, figure_eight)) if r] == [9, 29]
+    assert maze.events['centre_down'] == 0 and maze.events['reversal'] == 0
+    maze = TMaze(route=route)
+    rewards = _play(maze, LEFT_LOOP_TO_CORNER + T_ROUTE_RIGHT)
+    assert [i for i, r in enumerate(rewards) if r] == t_route_paid and maze.resets == 0
+    # Six moves down the centre and two reversals: at the left corner, at the centre's bottom.
+    assert maze.events['centre_down'] == 6 and maze.events['reversal'] == 2
+    assert maze.reversed_at == {(0, 0, RIGHT): 1, (4, 6, UP): 1}
+  # Under 'figure8' a detour through the bottom row counts again: 22 steps for the reward.
+  maze = TMaze(route='figure8')
+  rewards = _play(maze, LEFT_LOOP_TO_CORNER + [RIGHT] * 4 + [DOWN] * 6 + [LEFT, RIGHT] + RIGHT_TURN)
+  assert [i for i, r in enumerate(rewards) if r] == [9, 31]
+  with pytest.raises(ValueError, match="Unknown tmaze route 'tee'; valid: \\('any', 'figure8'\\)"):
+    TMaze(route='tee')
+  with pytest.raises(ValueError, match="Unknown config.env.route 'tee'; valid"):
+    factory.make_env({'name': 'tmaze', 'route': 'tee'}, 1, 0)
+
+
 def test_stepping_back_into_the_corner_that_paid_is_neutral():
   maze = TMaze()
   rewards = _play(maze, LEFT_LOOP_TO_CORNER + [RIGHT, LEFT, DOWN, UP])  # out and back, twice
@@ -111,6 +136,7 @@ def test_each_step_is_tallied_as_one_event_per_episode():
   assert sum(maze.events.values()) == 0 and not maze.blocked_at
   _play(maze, [LEFT, DOWN, RIGHT, LEFT])  # a blocked move between does not hide a reversal
   assert maze.events['reversal'] == 2 and maze.events['move'] == 3
+  assert maze.reversed_at == {(3, 6, RIGHT): 1, (4, 6, LEFT): 1}  # from where, which way
   _play(maze, [NOOP, UP, UP, LEFT, NOOP, DOWN])  # stalls of 3 (no-op, two ups into walls) and 2
   assert (maze.stall, maze.longest_stall) == (2, 3)
 
@@ -122,7 +148,7 @@ def test_finished_episodes_report_their_tallies():
     env.step(np.asarray([UP, LEFT] if t < 6 else [LEFT, DOWN]))
   finished = env.pop_finished_episodes()
   assert [episode.maze for episode in finished] == [0, 1] and env.pop_finished_episodes() == []
-  (_, first, first_blocked, first_stall), (_, second, second_blocked, second_stall) = finished
+  (_, first, first_blocked, first_stall, _), (_, second, second_blocked, second_stall, _) = finished
   assert (first['reward'], first['move'], first['blocked']) == (1, 10, 2)
   assert first_blocked == {(0, 0, LEFT): 2}  # two more lefts in the corner
   assert (second['reward'], second['move'], second['blocked']) == (0, 4, 8)

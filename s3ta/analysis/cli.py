@@ -417,7 +417,7 @@ def tmaze_events(args) -> None:
   _positive(args, 'episodes')
   if args.checkpoint is None:
     raise ValueError('tmaze-events needs --checkpoint (a T-maze training run).')
-  rows, blocked, description = tmaze_events_lib.play(args.checkpoint, args.episodes, args.seed,
+  rows, places, description = tmaze_events_lib.play(args.checkpoint, args.episodes, args.seed,
                                                      args.greedy)
   policy = 'greedy' if args.greedy else 'sampled'
   log(f'[{args.command}] {description}')
@@ -425,7 +425,7 @@ def tmaze_events(args) -> None:
   log(f'[{args.command}] {len(rows)} {policy} episodes, per episode: '
       + ', '.join(f'{key} {value:.2f}' for key, value in means.items()))
   title = f'{description}; {len(rows)} {policy} episodes, return {means["episode_return"]:.2f}'
-  for path in tmaze_events_lib.write(rows, blocked, args.out, title):
+  for path in tmaze_events_lib.write(rows, places, args.out, title):
     _wrote(path)
 
 

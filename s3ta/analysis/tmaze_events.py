@@ -11,8 +11,12 @@ longest run of steps in place. A memory failure shows as mistakes; an agent that
 but walks badly shows as blocked moves, reversals and detours. A greedy policy that sees only
 its last views (the attention agent) can stall for good: a blocked move leaves the view
 unchanged, so once its window holds nothing else its input, and so its action, never change.
-Output: `tmaze_events.csv` (one row per episode), `tmaze_blocked.csv` (blocked moves per
-cell and direction, summed over the episodes) and `tmaze_blocked.png` (per cell, per episode).
+Moves down the centre column (`centre_down`) show the T route: back from the corner along
+the top row, down the centre and up again, as short as the figure 8 under `route='any'` but
+needing the direction of travel in the centre column, where the figure 8 only goes up.
+Output: `tmaze_events.csv` (one row per episode), `tmaze_blocked.csv` and
+`tmaze_reversals.csv` (blocked moves and reversals per cell and direction, summed over the
+episodes) and `tmaze_places.png` (both per cell, per episode).
 """
 
 import csv
@@ -34,8 +38,9 @@ def _maze_batch(env) -> tmaze.BatchedTMaze:
 
 
 def play(checkpoint: str, episodes: int, seed: int = 0, greedy: bool = False):
-  """(rows, blocked, description): per-episode event tallies and returns, and the blocked
-  moves per (x, y, action) summed over the episodes, of `episodes` episodes played in parallel."""
+  """(rows, places, description): per-episode event tallies and returns, and
+  {'blocked': ..., 'reversed': ...}, the blocked moves and reversals per (x, y, action)
+  summed over the episodes, of `episodes` episodes played in parallel."""
   env_config = trained_env_config(checkpoint)
   if factory.env_name(env_config) != 'tmaze':
     raise ValueError(f'tmaze-events plays the T-maze; this checkpoint was trained on '
@@ -52,14 +57,15 @@ def play(checkpoint: str, episodes: int, seed: int = 0, greedy: bool = False):
     finished = mazes.pop_finished_episodes()
   finally:
     env.close()
-  rows, blocked = [], {}
+  rows, places = [], {'blocked': {}, 'reversed': {}}
   for episode in sorted(finished, key=lambda episode: episode.maze):
     rows.append(dict(episode=episode.maze, episode_return=float(returns[episode.maze]),
                      **{event: int(episode.events[event]) for event in tmaze.EVENTS},
                      longest_stall=episode.longest_stall))
-    for key, count in episode.blocked_at.items():
-      blocked[key] = blocked.get(key, 0) + count
-  return rows, blocked, agent.description
+    for name, counts in (('blocked', episode.blocked_at), ('reversed', episode.reversed_at)):
+      for key, count in counts.items():
+        places[name][key] = places[name].get(key, 0) + count
+  return rows, places, agent.description
 
 
 def summary(rows: list[dict]) -> dict:
@@ -68,39 +74,45 @@ def summary(rows: list[dict]) -> dict:
           for key in ('episode_return',) + tmaze.EVENTS + ('longest_stall',)}
 
 
-def write(rows: list[dict], blocked: dict, out: str, title: str) -> list[str]:
-  """The per-episode CSV, the blocked-cells CSV and the blocked-cells picture."""
+PLACE_FILES = (('blocked', 'tmaze_blocked.csv', 'blocked_moves', 'blocked moves'),
+               ('reversed', 'tmaze_reversals.csv', 'reversals', 'reversals (moves straight back)'))
+
+
+def write(rows: list[dict], places: dict, out: str, title: str) -> list[str]:
+  """The per-episode CSV, the per-cell CSVs (blocked moves, reversals) and their picture."""
   os.makedirs(out, exist_ok=True)
   events_path = os.path.join(out, 'tmaze_events.csv')
   with open(events_path, 'w', newline='') as f:
     writer = csv.DictWriter(f, list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
-  blocked_path = os.path.join(out, 'tmaze_blocked.csv')
-  with open(blocked_path, 'w', newline='') as f:
-    writer = csv.writer(f)
-    writer.writerow(['x', 'y', 'move', 'blocked_moves'])
-    for (x, y, action), count in sorted(blocked.items(), key=lambda item: -item[1]):
-      writer.writerow([x, y, tmaze.MOVE_NAMES[action], count])
-  grid = np.full((tmaze.HEIGHT, tmaze.WIDTH), np.nan)
+  paths = [events_path]
   walkable = tmaze.walkable()
-  grid[walkable] = 0.0
-  for (x, y, _), count in blocked.items():
-    grid[y, x] += count / len(rows)
   plt = render.pyplot()
-  fig, ax = plt.subplots(figsize=(5.4, 4.4))
-  image = ax.imshow(grid, cmap='magma_r', vmin=0.0)
-  top = np.nanmax(grid)
-  for y, x in zip(*np.nonzero(walkable)):
-    ax.text(x, y, f'{grid[y, x]:.1f}', ha='center', va='center', fontsize=7,
-            color='white' if grid[y, x] > 0.6 * top > 0 else 'black')
-  ax.set_xticks(range(tmaze.WIDTH))
-  ax.set_yticks(range(tmaze.HEIGHT))
-  ax.set_facecolor('0.3')  # walls
-  fig.colorbar(image, ax=ax, fraction=0.046, label='blocked moves per episode')
-  ax.set_title('\n'.join(textwrap.wrap(title, 80)), fontsize=7)
+  fig, axes = plt.subplots(1, len(PLACE_FILES), figsize=(10.4, 4.4))
+  for ax, (name, filename, column, label) in zip(axes, PLACE_FILES):
+    paths.append(os.path.join(out, filename))
+    with open(paths[-1], 'w', newline='') as f:
+      writer = csv.writer(f)
+      writer.writerow(['x', 'y', 'move', column])
+      for (x, y, action), count in sorted(places[name].items(), key=lambda item: -item[1]):
+        writer.writerow([x, y, tmaze.MOVE_NAMES[action], count])
+    grid = np.full((tmaze.HEIGHT, tmaze.WIDTH), np.nan)
+    grid[walkable] = 0.0
+    for (x, y, _), count in places[name].items():
+      grid[y, x] += count / len(rows)
+    image = ax.imshow(grid, cmap='magma_r', vmin=0.0)
+    top = np.nanmax(grid)
+    for y, x in zip(*np.nonzero(walkable)):
+      ax.text(x, y, f'{grid[y, x]:.1f}', ha='center', va='center', fontsize=7,
+              color='white' if grid[y, x] > 0.6 * top > 0 else 'black')
+    ax.set_xticks(range(tmaze.WIDTH))
+    ax.set_yticks(range(tmaze.HEIGHT))
+    ax.set_facecolor('0.3')  # walls
+    fig.colorbar(image, ax=ax, fraction=0.046, label=f'{label} per episode, from the cell')
+  fig.suptitle('\n'.join(textwrap.wrap(title, 120)), fontsize=7)
   fig.tight_layout()
-  png_path = os.path.join(out, 'tmaze_blocked.png')
-  fig.savefig(png_path, dpi=110)
+  paths.append(os.path.join(out, 'tmaze_places.png'))
+  fig.savefig(paths[-1], dpi=110)
   plt.close(fig)
-  return [events_path, blocked_path, png_path]
+  return paths

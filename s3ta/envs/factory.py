@@ -74,6 +74,9 @@ def validate(env_config) -> None:
   if name == 'tmaze' and _get(env_config, 'start', 'centre') not in tmaze.STARTS:
     raise ValueError(f"Unknown config.env.start {_get(env_config, 'start')!r}; "
                      f'valid: {tmaze.STARTS}.')
+  if name == 'tmaze' and _get(env_config, 'route', 'any') not in tmaze.ROUTES:
+    raise ValueError(f"Unknown config.env.route {_get(env_config, 'route')!r}; "
+                     f'valid: {tmaze.ROUTES}.')
   if name != 'atari':
     return
   chosen = backend(env_config)
@@ -166,7 +169,8 @@ def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optiona
     env = _SplitStep(env)
   elif env_name(env_config) == 'tmaze':
     env = _SplitStep(BatchedTMaze(num_envs, max_steps=int(_get(env_config, 'max_steps', 200)),
-                                  seed=seed, start=_get(env_config, 'start', 'centre')))
+                                  seed=seed, start=_get(env_config, 'start', 'centre'),
+                                  route=_get(env_config, 'route', 'any')))
   elif env_name(env_config) == 'atari_ram':
     env = _ram_env(env_config, num_envs, seed, max_episode_steps)
   else:

@@ -25,6 +25,12 @@ The rules: 002 names two mistakes, and only they reset the maze.
   that just paid, or shuttling along the top row from corner to corner (which paid every
   8 steps under a reading without the "come up the centre" condition, and a PPO agent
   found it), earns nothing. The optimum stays one reward per 20 steps.
+- `route='any'` (the default) lets any way onto the bottom of the centre count, so the T
+  route — from the corner back along the top row, down the centre and up again — pays like
+  the figure 8, also one reward per 20 steps; attention agents take it (BENCHMARKS.md,
+  T-maze routes). `route='figure8'` counts the bottom of the centre only when entered along
+  the bottom row (or started on), as 002's "specific sequence of moves (a figure-8)" reads:
+  the T route then pays nothing, and with a detour through the bottom row 22 steps.
   An earlier reading (before commit 11a52a6) also reset on these neutral entries; under it
   a uniformly random policy had no second reward in 99.6 % of 1,000-step episodes,
   because one stray step back into a corner demanded a full unrewarded figure 8.
@@ -65,11 +71,18 @@ MOVES = ((0, 0), (0, -1), (1, 0), (0, 1), (-1, 0))  # no-op, up, right, down, le
 MOVE_NAMES = ('noop', 'up', 'right', 'down', 'left')
 OPTIMAL_STEPS_PER_REWARD = 20
 STARTS = ('centre', 'random')
+# What counts as having passed the bottom of the centre column before coming up it:
+# 'any' way onto its bottom cell (so the T route, back along the top row, down the centre
+# and up again, is paid like the figure 8: 20 steps per reward too), or only 'figure8':
+# onto it along the bottom row (or starting there), so only the figure 8's lower loop counts.
+ROUTES = ('any', 'figure8')
 # What a step can do, tallied per episode in `TMaze.events`.
 # `reversal` is a move straight back to the previous cell (a subset of `move`; the figure 8
-# never reverses), so moves wasted on dithering show apart from blocked ones.
-EVENTS = ('move', 'blocked', 'noop', 'reversal', 'reward', 'wrong_side', 'wrong_corner',
-          'neutral_corner', 'disarmed_corner')
+# never reverses), so moves wasted on dithering show apart from blocked ones. `centre_down`
+# is a move down the centre column (a subset of `move`): the figure 8 never makes one, the
+# T route (back along the top row, down the centre and up again) makes six per reward.
+EVENTS = ('move', 'blocked', 'noop', 'reversal', 'centre_down', 'reward', 'wrong_side',
+          'wrong_corner', 'neutral_corner', 'disarmed_corner')
 FINISHED_EPISODES_KEPT = 1024
 
 
@@ -79,6 +92,7 @@ class EpisodeTally(NamedTuple):
   events: dict  # EVENTS -> count
   blocked_at: dict  # (x, y, action) -> moves blocked there in that direction
   longest_stall: int  # most consecutive steps that left the cell unchanged (blocked, no-op)
+  reversed_at: dict  # (x, y, action) -> moves straight back made from there in that direction
 
 
 def walkable() -> np.ndarray:
@@ -96,9 +110,12 @@ def _other(corner: tuple[int, int]) -> tuple[int, int]:
 class TMaze:
   """One T-maze: position and the reward state machine (see the module docstring)."""
 
-  def __init__(self, start: str = 'centre', seed=0):  # seed: an int or a SeedSequence
+  def __init__(self, start: str = 'centre', seed=0, route: str = 'any'):  # seed: an int or a SeedSequence
     if start not in STARTS:
       raise ValueError(f'Unknown tmaze start {start!r}; valid: {STARTS}.')
+    if route not in ROUTES:
+      raise ValueError(f'Unknown tmaze route {route!r}; valid: {ROUTES}.')
+    self._route = route
     self._walkable = walkable()
     self._start = start
     self._cells = [(int(x), int(y)) for y, x in zip(*np.nonzero(self._walkable))]
@@ -120,6 +137,8 @@ class TMaze:
     self.events = collections.Counter({event: 0 for event in EVENTS})
     # (x, y, action) -> moves blocked there in that direction
     self.blocked_at: collections.Counter = collections.Counter()
+    # (x, y, action) -> moves from there straight back to the previous cell
+    self.reversed_at: collections.Counter = collections.Counter()
     self.stall, self.longest_stall = 0, 0  # consecutive steps in place: now, and the most
 
   @property
@@ -183,9 +202,12 @@ class TMaze:
     self.events['move'] += 1
     if self.last_move is not None and MOVES[self.last_move] == (-dx, -dy):
       self.events['reversal'] += 1
+      self.reversed_at[self.position + (int(action),)] += 1
+    if x == CENTRE_X and dy == 1:
+      self.events['centre_down'] += 1
     self.last_move = int(action)
     previous, self.position = self.position, (x, y)
-    if self.position == START:
+    if self.position == START and (self._route == 'any' or previous[1] == START[1]):
       self.via_centre = True
     if previous == (CENTRE_X, 1) and y == 0:
       self.came_up_the_centre = self.via_centre  # at the top: the choice of side
@@ -216,14 +238,15 @@ class BatchedTMaze:
   num_actions = len(MOVES)
   observation_shape = (2 * RADIUS + 1, 2 * RADIUS + 1, 3)
 
-  def __init__(self, num_envs: int, max_steps: int = 200, seed: int = 0, start: str = 'centre'):
+  def __init__(self, num_envs: int, max_steps: int = 200, seed: int = 0, start: str = 'centre',
+               route: str = 'any'):
     if num_envs < 1:
       raise ValueError(f'num_envs must be >= 1, got {num_envs}.')
     if max_steps < 1:
       raise ValueError(f'tmaze max_steps must be >= 1, got {max_steps}.')
     self.num_envs, self.max_steps = num_envs, max_steps
     maze_seeds = np.random.SeedSequence(seed).spawn(num_envs)  # random starts differ per maze
-    self._mazes = [TMaze(start, maze_seed) for maze_seed in maze_seeds]
+    self._mazes = [TMaze(start, maze_seed, route) for maze_seed in maze_seeds]
     self._steps = np.zeros(num_envs, np.int64)
     # The latest episodes that ended, oldest first; bounded, since training never reads
     # them (`pop_finished_episodes`).
@@ -248,7 +271,7 @@ class BatchedTMaze:
     for i in np.flatnonzero(done):
       maze = self._mazes[i]
       self._finished.append(EpisodeTally(int(i), dict(maze.events), dict(maze.blocked_at),
-                                         maze.longest_stall))
+                                         maze.longest_stall, dict(maze.reversed_at)))
       maze.reset()
       self._steps[i] = 0
     return EnvStep(self._observations(), reward, (~done).astype(np.float32), done.copy(), done)
