@@ -29,6 +29,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.env.num_envs = 8  # environments per actor, stepped as one batch
   config.env.light_observation = False  # False: RGB 210x160x3 (paper); True: gray 84x84x1
   config.env.frame_stack = 1  # frames stacked along channels (recurrent agents need 1)
+  config.env.frame_stack_fill = 'first'  # an episode's first stack: copies of its first frame, or 'zeros'
   config.env.full_action_space = False  # False: the game's minimal action set
   config.env.frame_skip = 4  # action repeat (A.1): frames per agent step
   config.env.max_episode_steps = 27_000  # agent steps before truncation (108 000 frames)

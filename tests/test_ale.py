@@ -114,6 +114,8 @@ def test_factory_builds_each_environment_with_send_recv():
     ({'game': 'Pongg', 'backend': 'ale'}, r"Unknown Atari game 'Pongg' for backend 'ale'; valid games: .*Pong"),
     ({'game': 'Pong', 'noop_max': 0}, r'config.env.noop_max must be an integer >= 1 .*got 0'),
     ({'game': 'Pong', 'frame_stack': 0}, r'config.env.frame_stack must be an integer >= 1, got 0'),
+    ({'game': 'Pong', 'frame_stack': 4, 'frame_stack_fill': 'last'},
+     r"Unknown config.env.frame_stack_fill 'last'; valid: \('first', 'zeros'\)"),
 ])
 def test_factory_names_bad_values(config, message):
   with pytest.raises(ValueError, match=message):

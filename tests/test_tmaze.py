@@ -227,3 +227,22 @@ def test_the_attention_config_anneals_its_learning_rate_to_zero_at_max_frames():
   assert attention.ppo.learning_rate_decay_updates == 1954  # ceil(1 M / (4 envs x 128 steps))
   attention.max_frames = 2_000_000  # as --config.max_frames=2000000 sets it
   assert attention.ppo.learning_rate_decay_updates == 3907
+
+
+def test_a_zero_filled_window_changes_after_a_blocked_first_move():
+  """With copies of the first view, a blocked first move leaves the whole window as it was
+  (a greedy policy repeats it forever); with zeros the window still changes (`frame_stack_fill`)."""
+  windows = {}
+  for fill in ('first', 'zeros'):
+    env = factory.make_env({'name': 'tmaze', 'frame_stack': 4, 'frame_stack_fill': fill}, 1, 0)
+    first = env.reset().observation[0]
+    env.send(np.asarray([DOWN]))  # the start cell (4, 6): down is a wall
+    windows[fill] = (first, env.recv().observation[0])
+  first, after = windows['first']
+  np.testing.assert_array_equal(first, after)
+  first, after = windows['zeros']
+  view = first[..., 9:]  # the newest of the 4 views (3 channels each), oldest first
+  assert not first[..., :9].any() and view[2, 2, 2] == 255  # three blank views, then the agent
+  assert not after[..., :6].any()
+  np.testing.assert_array_equal(after[..., 6:9], view)  # the start view, once more
+  np.testing.assert_array_equal(after[..., 9:], view)

@@ -213,18 +213,27 @@ class AtariEnv(BatchedAtari):
     self._env = None
 
 
+STACK_FILLS = ('first', 'zeros')
+
+
 class FrameStack:
   """Stacks the last `k` frames of a batched env along channels (oldest first).
 
-  On an episode's first step the stack is filled with that frame, so no frame of
-  the previous episode is ever seen. Backend-independent (we do not use the
-  backends' own stacking: EnvPool fills with the first frame, ALE with zeros).
+  On an episode's first step the older slots are filled with that frame (`fill='first'`,
+  the DQN convention) or with zeros (`fill='zeros'`: blank frames, so the stack says how
+  much of it is this episode's), and no frame of the previous episode is ever seen.
+  Backend-independent (we do not use the backends' own stacking: EnvPool fills with the
+  first frame, ALE with zeros). Why zeros for the T-maze's attention agent: with copies, a
+  blocked first move leaves the whole window unchanged, and a greedy policy that chose it
+  repeats it for the rest of the episode (BENCHMARKS.md, T-maze routes).
   """
 
-  def __init__(self, env, k: int):
+  def __init__(self, env, k: int, fill: str = 'first'):
     if not isinstance(k, (int, np.integer)) or k < 1:
       raise ValueError(f'frame_stack must be an integer >= 1, got {k!r}.')
-    self.env, self.k = env, int(k)
+    if fill not in STACK_FILLS:
+      raise ValueError(f'Unknown frame stack fill {fill!r}; valid: {STACK_FILLS}.')
+    self.env, self.k, self._fill = env, int(k), fill
     self.num_envs, self.num_actions = env.num_envs, env.num_actions
     height, width, channels = env.observation_shape
     self.observation_shape = (height, width, channels * self.k)
@@ -237,7 +246,8 @@ class FrameStack:
     self._frames[..., -channels:] = frame
     first = np.asarray(env_step.is_first, bool)
     if first.any():
-      self._frames[first] = np.concatenate([frame[first]] * self.k, axis=-1)
+      older = frame[first] if self._fill == 'first' else np.zeros_like(frame[first])
+      self._frames[first] = np.concatenate([older] * (self.k - 1) + [frame[first]], axis=-1)
     return env_step._replace(observation=self._frames.copy())
 
   def reset(self) -> EnvStep:
