@@ -190,6 +190,8 @@ def test_the_tmaze_config_builds_its_agent():
   assert (num_actions, shape) == (5, (5, 5, 3)) and network.config.lstm_size == 32
   attention = tmaze.get_config('attention')
   assert factory.env_spec(attention.env) == (5, (5, 5, 96))  # 32 stacked views
+  first = factory.make_env(attention.env, 1, 0).reset().observation[0]
+  assert not first[..., :93].any() and first[2, 2, 95] == 255  # 31 blank views, then the agent
   assert make_network(attention.network.to_dict(), 5, (5, 5, 96)).config.kind == 'time_attention'
   with pytest.raises(ValueError, match="Unknown tmaze argument 'big'"):
     tmaze.get_config('big')
