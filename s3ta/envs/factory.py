@@ -69,8 +69,8 @@ def validate(env_config) -> None:
   if not isinstance(stack, int) or isinstance(stack, bool) or stack < 1:
     raise ValueError(f'config.env.frame_stack must be an integer >= 1, got {stack!r}.')
   if _get(env_config, 'frame_stack_fill', 'first') not in atari.STACK_FILLS:
-    raise ValueError(f"Unknown config.env.frame_stack_fill {_get(env_config, 'frame_stack_fill')!r}; "
-                     f'valid: {atari.STACK_FILLS}.')
+    raise ValueError('Unknown config.env.frame_stack_fill '
+                     f"{_get(env_config, 'frame_stack_fill')!r}; valid: {atari.STACK_FILLS}.")
   if name == 'atari_ram':
     _validate_ram(env_config, stack)
     return
@@ -191,7 +191,9 @@ def make_env(env_config, num_envs: int, seed: int, *, max_episode_steps: Optiona
                                                         atari.MAX_EPISODE_FRAMES // atari.FRAME_SKIP)),
         num_threads=int(_get(env_config, 'num_threads', 0) if num_threads is None else num_threads))
   stack = frame_stack(env_config)
-  return atari.FrameStack(env, stack, _get(env_config, 'frame_stack_fill', 'first')) if stack > 1 else env
+  if stack == 1:
+    return env
+  return atari.FrameStack(env, stack, _get(env_config, 'frame_stack_fill', 'first'))
 
 
 def env_spec(env_config) -> tuple[int, tuple[int, int, int]]:

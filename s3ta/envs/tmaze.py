@@ -25,15 +25,15 @@ The rules: 002 names two mistakes, and only they reset the maze.
   that just paid, or shuttling along the top row from corner to corner (which paid every
   8 steps under a reading without the "come up the centre" condition, and a PPO agent
   found it), earns nothing. The optimum stays one reward per 20 steps.
+  An earlier reading (before commit 11a52a6) also reset on these neutral entries; under it
+  a uniformly random policy had no second reward in 99.6 % of 1,000-step episodes,
+  because one stray step back into a corner demanded a full unrewarded figure 8.
 - `route='any'` (the default) lets any way onto the bottom of the centre count, so the T
   route — from the corner back along the top row, down the centre and up again — pays like
   the figure 8, also one reward per 20 steps; attention agents take it (BENCHMARKS.md,
   T-maze routes). `route='figure8'` counts the bottom of the centre only when entered along
   the bottom row (or started on), as 002's "specific sequence of moves (a figure-8)" reads:
   the T route then pays nothing, and with a detour through the bottom row 22 steps.
-  An earlier reading (before commit 11a52a6) also reset on these neutral entries; under it
-  a uniformly random policy had no second reward in 99.6 % of 1,000-step episodes,
-  because one stray step back into a corner demanded a full unrewarded figure 8.
 
 Observation: uint8 [5, 5, 3], the cells within radius 2 of the agent: channel 0 walls
 (also outside the grid), channel 1 a collectible reward (the expected corner(s) while
@@ -110,7 +110,7 @@ def _other(corner: tuple[int, int]) -> tuple[int, int]:
 class TMaze:
   """One T-maze: position and the reward state machine (see the module docstring)."""
 
-  def __init__(self, start: str = 'centre', seed=0, route: str = 'any'):  # seed: an int or a SeedSequence
+  def __init__(self, start: str = 'centre', seed=0, route: str = 'any'):  # seed: int or SeedSequence
     if start not in STARTS:
       raise ValueError(f'Unknown tmaze start {start!r}; valid: {STARTS}.')
     if route not in ROUTES:
