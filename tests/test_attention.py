@@ -35,6 +35,18 @@ def test_spatial_basis_gives_distinct_positions_distinct_vectors():
   assert distances.min() > 1e-2
 
 
+@pytest.mark.parametrize('height,width', [(27, 20), (14, 10)])  # paper size; 105 x 80 frames
+def test_a_linear_read_out_of_the_basis_gives_each_locations_row_and_column(height, width):
+  # No channel is constant along an axis (frequencies start at 1), yet the 64 channels span
+  # both coordinates: what a sharp map reads from the basis says where, along each axis alone.
+  basis = spatial_basis(height, width).reshape(height * width, -1).astype(np.float64)
+  features = np.concatenate([basis, np.ones((height * width, 1))], axis=1)
+  rows, cols = np.meshgrid(np.arange(height), np.arange(width), indexing='ij')
+  for coordinate in (rows.ravel(), cols.ravel()):
+    weights, *_ = np.linalg.lstsq(features, coordinate, rcond=None)
+    assert np.abs(features @ weights - coordinate).max() < 0.1  # of a cell
+
+
 @pytest.mark.parametrize('height,width,frequencies', [(0, 3, 4), (3, 3, 0)])
 def test_spatial_basis_rejects_bad_sizes(height, width, frequencies):
   with pytest.raises(ValueError, match='must be|needs'):
