@@ -90,6 +90,32 @@ def test_validate_config_rejects_more_bad_values():
     atari_expert.get_config('gpu-huge')
 
 
+def test_tuned_variant_is_the_paper_agent_plus_the_pong_start_recipe():
+  """'tuned' changes exactly the six settings of the one S3TA run that left Pong's random level."""
+  from experiments import atari_expert  # pylint: disable=g-import-not-at-top
+  from s3ta.learning.learner_core import LearnerConfig  # pylint: disable=g-import-not-at-top
+  from s3ta.networks.agent import NetworkConfig  # pylint: disable=g-import-not-at-top
+
+  def flat(config, prefix=''):
+    out = {}
+    for key, value in config.items():
+      if hasattr(value, 'items'):
+        out.update(flat(value, f'{prefix}{key}.'))
+      else:
+        out[prefix + key] = value
+    return out
+
+  paper, tuned = flat(atari_expert.get_config('')), flat(atari_expert.get_config('tuned'))
+  assert set(paper) == set(tuned)
+  assert {k: tuned[k] for k in tuned if tuned[k] != paper[k]} == {
+      'network.subtract_background': True, 'network.key_norm': True, 'network.key_channels': 32,
+      'learner.rmsprop_epsilon': 1e-4, 'learner.rmsprop_initial_scale': 0.0,
+      'learner.value_offset_step_size': 0.1}
+  config = atari_expert.get_config('tuned')
+  assert NetworkConfig.from_dict(config.network).key_channels == 32
+  assert LearnerConfig.from_dict(config.learner).value_offset_step_size == 0.1
+
+
 def test_cluster_program_and_resources_are_valid():
   """Builds (cannot launch here) the Vertex AI program: groups match per-node resources."""
   from experiments import atari_expert  # pylint: disable=g-import-not-at-top
