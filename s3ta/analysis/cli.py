@@ -7,6 +7,7 @@ Subcommands (paper 000 section in brackets):
   hard-attention    scores with attention thresholded at t, eq. 12-13 (A.6, Table 5)
   inject            paste a sprite into the observation and watch the reaction (§4.2, Fig. 3)
   attention-stats   per-head x/y marginals and entropy over an episode (A.7, Fig. 10)
+  attention-objects each head's attention mass on the game's objects (ball, paddles), found by colour
   feature-attention labelled maps of the feature agents (papers 002/003; needs --checkpoint)
   tmaze-events      per-episode mistakes, blocked moves and detours of a T-maze agent (002)
   patch-video       GIF of an evolved AttentionAgent's top-K patches (paper 004, Fig. 1)
@@ -29,7 +30,7 @@ import numpy as np
 from PIL import Image
 
 from s3ta.analysis import feature_attention as feature_attention_lib
-from s3ta.analysis import numerics, render, rollout
+from s3ta.analysis import numerics, objects, render, rollout
 from s3ta.analysis import parameter_counts as parameter_counts_lib
 from s3ta.analysis import patches as patches_lib
 from s3ta.analysis import tmaze_events as tmaze_events_lib
@@ -401,6 +402,35 @@ def attention_stats(args) -> None:
   _wrote(path)
 
 
+def attention_objects(args) -> None:
+  _positive(args, 'steps')
+  if args.margin < 0:
+    raise ValueError(f'--margin must be >= 0 pixels, got {args.margin}.')
+  settings = rollout.env_settings(args.checkpoint, args.game)
+  objects.game_objects(settings.game)  # fails before the agent loads for a game without colours
+  if settings.light_observation:
+    raise ValueError('attention-objects finds objects by their RGB colours; the checkpoint was '
+                     'trained on gray 84x84 frames (env.light_observation); RGB 210x160 needed.')
+  agent, runner, settings = _setup(args, settings=settings)
+  records = rollout.play(runner, args.steps, args.command)
+  runner.close()
+  frames = np.stack([r.frame for r in records])
+  attention = np.stack([r.attention for r in records])  # [T, N, h, w]
+  results = objects.object_attention(attention, frames, settings.game, args.margin)
+  for line in objects.describe(results):
+    print(line, flush=True)
+  path = os.path.join(args.out, 'attention_objects.csv')
+  with open(path, 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(objects.TABLE_HEADER)
+    writer.writerows(objects.table_rows(results))
+  _wrote(path)
+  _wrote(render.plot_object_attention(
+      results, os.path.join(args.out, 'attention_objects.png'),
+      f'{settings.game}: attention mass within {args.margin} px of each object, mean over the '
+      f'steps it is visible ({len(records)} steps)\n{agent.description}'))
+
+
 def feature_attention(args) -> None:
   _positive(args, 'steps')
   if args.checkpoint is None:
@@ -498,6 +528,7 @@ COMMANDS = {
     'hard-attention': hard_attention,
     'inject': inject,
     'attention-stats': attention_stats,
+    'attention-objects': attention_objects,
     'feature-attention': feature_attention,
     'tmaze-events': tmaze_events,
     'patch-video': patch_video,
@@ -561,6 +592,12 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument('--max-steps', type=int, default=2000, help='stop after this many steps if the episode '
                  'has not ended.')
   p.add_argument('--frame', type=int, default=-1, help='step shown as bars in the marginals plot.')
+
+  p = sub.add_parser('attention-objects', parents=[common],
+                     help="each head's attention mass on the game's objects, found by colour.")
+  p.add_argument('--steps', type=int, default=1000, help='agent steps to play (across episodes).')
+  p.add_argument('--margin', type=int, default=16,
+                 help="pixels added around each object's box (16: two cells of the paper's map).")
 
   p = sub.add_parser('feature-attention', parents=[common],
                      help='labelled attention maps of the feature agents (002/003).')

@@ -220,6 +220,31 @@ def plot_entropy(entropy: np.ndarray, path: str, title: str, max_entropy: float)
   return path
 
 
+def plot_object_attention(results: dict, path: str, title: str) -> str:
+  """Per head, the mean attention mass on each game object (bars) and a uniform map's (ticks)."""
+  plt = pyplot()
+  visible = {name: r.summary() for name, r in results.items() if r.steps_visible}
+  heads = results[next(iter(results))].mass.shape[1]
+  fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * heads + 2), 3.6))
+  width = 0.8 / max(1, len(visible))
+  for k, (name, summary) in enumerate(visible.items()):
+    xs = np.arange(heads) + (k - (len(visible) - 1) / 2) * width
+    bars = ax.bar(xs, summary['mass'], width=width * 0.95, label=name)
+    ax.hlines(np.full(heads, summary['uniform']), xs - width / 2, xs + width / 2,
+              colors=bars.patches[0].get_facecolor(), linestyles=':', lw=1.5)
+  ax.set_xticks(np.arange(heads))
+  ax.set_xticklabels([f'head {n}' for n in range(heads)])
+  ax.set_ylim(0, 1)
+  ax.set_ylabel('attention mass on the object')
+  ax.set_title(title, fontsize=9)
+  ax.plot([], [], 'k:', label='uniform map')
+  ax.legend(fontsize=7, loc='upper right')
+  fig.tight_layout()
+  fig.savefig(path, dpi=90)
+  plt.close(fig)
+  return path
+
+
 def plot_injection(steps: np.ndarray, values: np.ndarray, actions: np.ndarray, box_mass: np.ndarray,
                    window: tuple[int, int], path: str, title: str, action_labels: Sequence[str],
                    uniform_mass: Optional[float] = None) -> str:
