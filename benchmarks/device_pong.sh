@@ -9,9 +9,10 @@
 # outlives the call) with 128 ALE envs on THREADS (default 4) threads, writing /tmp/runs/NAME,
 # from CONFIG (default experiments/atari_expert.py; or e.g. experiments/atari_expert.py:tuned).
 # `watch` prints every run's progress line once a minute for the given seconds (or until all
-# have ended) and copies each run's log and metrics.jsonl to $OUT. With COPY_CHECKPOINTS=1 (at most 2 runs: $OUT takes 8
-# files of <= 16 MiB), `watch` also sends each run's latest checkpoint once all have ended, as
-# NAME_ckpt.tgz.part_aa, _ab, ...; here: cat NAME_ckpt.tgz.part_* | tar xz -C WORKDIR/checkpoints
+# have ended) and copies each run's log and metrics.jsonl to $OUT. With COPY_CHECKPOINTS=1 (at
+# most 2 runs: $OUT takes 8 files of <= 16 MiB), `watch` also sends each run's latest checkpoint
+# once all have ended, as NAME_ckpt.tgz.part_aa, _ab, ...; here:
+# cat NAME_ckpt.tgz.part_* | tar xz -C WORKDIR/checkpoints
 set -u
 mode=${1:?start or watch}
 seconds=${2:?seconds to watch}

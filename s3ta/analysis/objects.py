@@ -101,22 +101,19 @@ def object_attention(attention: np.ndarray, frames: np.ndarray, game: str,
   attention, frames = np.asarray(attention), np.asarray(frames)
   steps, heads = attention.shape[:2]
   frame_shape = frames.shape[1:3]
-  uniform_map = np.full((1,) + attention.shape[2:], 1.0 / np.prod(attention.shape[2:]))
-  results = {}
-  for name in game_objects(game).colours:
-    mass = np.full((steps, heads), np.nan)
-    uniform = np.full(steps, np.nan)
-    peak = np.full((steps, heads), np.nan)
-    for t in range(steps):
-      box = locate(frames[t], game)[name]
+  names = game_objects(game).colours
+  mass = {name: np.full((steps, heads), np.nan) for name in names}
+  uniform = {name: np.full(steps, np.nan) for name in names}
+  peak = {name: np.full((steps, heads), np.nan) for name in names}
+  for t in range(steps):
+    for name, box in locate(frames[t], game).items():
       if box is None:
         continue
       box = grow(box, margin, frame_shape)
-      mass[t] = numerics.mass_in_box(attention[t], box, frame_shape)
-      uniform[t] = numerics.mass_in_box(uniform_map, box, frame_shape)[0]
-      peak[t] = peak_in_box(attention[t], box, frame_shape)
-    results[name] = ObjectAttention(mass, uniform, peak)
-  return results
+      mass[name][t] = numerics.mass_in_box(attention[t], box, frame_shape)
+      uniform[name][t] = box[2] * box[3] / (frame_shape[0] * frame_shape[1])  # its area share
+      peak[name][t] = peak_in_box(attention[t], box, frame_shape)
+  return {name: ObjectAttention(mass[name], uniform[name], peak[name]) for name in names}
 
 
 def table_rows(results: dict) -> list[list]:
