@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from s3ta.networks import AgentInput, make_network
+from s3ta.networks import AgentInput, make_network, parameter_counts
 from s3ta.networks.awrl import AttentionModule, positional_encoding
 
 pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
@@ -111,6 +111,7 @@ def test_positional_encoding_is_bounded_and_distinct_per_position():
     ('awrl_attention', 'pixels', "awrl_attention must be one of \\('both', 'content', 'address'\\)"),
     ('awrl_position_size', 7, 'awrl_position_size must be an even number >= 2, got 7'),
     ('awrl_heads', 0, 'awrl_heads must be >= 1, got 0'),
+    ('awrl_hidden', -1, 'awrl_hidden must be >= 0 \\(0: no dense layer\\), got -1'),
 ])
 def test_bad_awrl_settings_are_named(field, value, match):
   with pytest.raises(ValueError, match=match):
@@ -277,3 +278,25 @@ def test_normalised_centred_tokens_move_the_dense_layer_more():
   np.testing.assert_allclose(scaled[-1], params['torso']['output']['bias'], atol=1e-5)
   spread = lambda x: float(x[:-1].std(0).mean())  # across observations, per unit
   assert spread(scaled) > 5 * spread(centred), (spread(scaled), spread(centred))
+
+
+def test_gawrl_without_its_dense_layer_has_002s_linear_heads_over_every_token():
+  # `awrl_hidden=0`: on RAM Pong the dense layer's units died under relu and leaky relu alike,
+  # and d-AWRL, whose linear heads read the flattened tokens, was the agent that learned.
+  # Pong: 8 features x 4 steps = 32 tokens of 32 channels into 6 logits and a value, which
+  # are 002 Table 3's attention-agent heads (6,150 and 1,025 parameters).
+  config = {'kind': 'gawrl', 'awrl_hidden': 0, 'awrl_centre_tokens': True,
+            'awrl_norm_before_hidden': True}
+  network = make_network(config, 6, (8, 4, 1))
+  params = network.init(jax.random.PRNGKey(0))
+  counts = parameter_counts(params)
+  assert (counts['policy'], counts['value']) == (6_150, 1_025)
+  assert 'output' not in params['torso']  # no dense layer between tokens and heads
+  observation = np.random.default_rng(0).integers(0, 256, (64, 8, 4, 1)).astype(np.uint8)
+  inputs = AgentInput(observation[None], np.zeros((1, 64), np.int32),
+                      np.zeros((1, 64), np.float32), np.zeros((1, 64), bool))
+  logits = np.asarray(network.unroll(params, inputs, network.initial_state(64))[0].logits[0])
+  log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  entropy = -(np.exp(log_p) * log_p).sum(-1)
+  assert entropy.mean() >= 0.7 * np.log(6), entropy.mean()  # near uniform at the start
+  assert logits.std(0).mean() > 0.01  # and the observation moves the logits

@@ -71,7 +71,8 @@ class NetworkConfig:
   awrl_model_size: int = 32  # per-token up-scaling output
   awrl_layers: int = 2  # attention modules
   awrl_position_size: int = 16  # sine-cosine encoding of each token's address (even)
-  awrl_hidden: int = 64  # g-AWRL's fully connected layer before the heads
+  awrl_hidden: int = 64  # g-AWRL's fully connected layer before the heads; 0: the flattened
+  # tokens go straight into the linear heads (002's attention agent, Table 3's 6,150 / 1,025)
   awrl_hidden_activation: str = 'relu'  # its nonlinearity (`activations.ACTIVATIONS`); relu
   # as in 003; 'tanh' and 'none' did no better on RAM Pong (BENCHMARKS.md)
   awrl_centre_tokens: bool = False  # g-AWRL: subtract a mid-range observation's tokens before
@@ -113,7 +114,7 @@ class NetworkConfig:
     for name in ('num_heads', 'basis_frequencies', 'lstm_size', 'head_hidden', 'nature_hidden'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
-    for name in ('awrl_heads', 'awrl_key_size', 'awrl_model_size', 'awrl_layers', 'awrl_hidden',
+    for name in ('awrl_heads', 'awrl_key_size', 'awrl_model_size', 'awrl_layers',
                  'cnn_channels', 'cnn_hidden', 'time_heads', 'time_key_size',
                  'time_value_size', 'time_frame_channels'):
       if getattr(self, name) < 1:
@@ -135,8 +136,9 @@ class NetworkConfig:
       raise ValueError("key_norm=True does not apply to kind='l2_keys': its logits are the keys' "
                        'norms, which a LayerNorm would make equal everywhere; set '
                        'network.key_norm=False for this kind.')
-    if self.time_hidden < 0:
-      raise ValueError(f'time_hidden must be >= 0 (0: no dense layer), got {self.time_hidden}.')
+    for name in ('time_hidden', 'awrl_hidden'):
+      if getattr(self, name) < 0:
+        raise ValueError(f'{name} must be >= 0 (0: no dense layer), got {getattr(self, name)}.')
     if self.awrl_position_size < 2 or self.awrl_position_size % 2:
       raise ValueError(f'awrl_position_size must be an even number >= 2, got '
                        f'{self.awrl_position_size}.')

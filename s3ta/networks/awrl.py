@@ -24,7 +24,10 @@ normalisation layer (003 Sec. 5).
   Centred alone, that input still moves only 0.013, so Adam's steps on the layer's bias
   soon decide each unit's sign again (31 % alive by 0.9 M frames); `awrl_norm_before_hidden`
   LayerNorms the centred tokens, scaling what the observation changes to O(1) (spread 0.25).
-  With both, PPO's g-AWRL reached -19.1 by 4 M frames, but 78 % of the units still died.
+  With both, PPO's g-AWRL reached -19.1 by 4 M frames, but 78 % of the units still died
+  (leaky relu: 84 % never positive by 1.8 M frames). `awrl_hidden = 0` drops the layer:
+  the flattened tokens go straight into the linear heads, as in 002's attention agent
+  (Table 3) and in d-AWRL, the one of the two that learned.
 - d-AWRL (`dawrl`): selection only. Each head's map keeps only the diagonal of
   Q K^T / sqrt(d_k), a softmax over the tokens (a 1-D map), so token i becomes
   a_i * e_i and no two tokens mix. No hidden layer follows: the flattened tokens go
@@ -141,5 +144,7 @@ class AWRLTorso(nn.Module):
     if cfg.awrl_norm_before_hidden:  # scales what the observation changes (tiny) to O(1)
       flat = nn.LayerNorm(dtype=jnp.float32, name='hidden_input_norm')(
           flat.astype(jnp.float32)).astype(dtype)
+    if not cfg.awrl_hidden:  # 002's read-out: the linear heads see every token
+      return flat, first_maps
     hidden = nn.Dense(cfg.awrl_hidden, dtype=dtype, name='output')(flat)
     return ACTIVATIONS[cfg.awrl_hidden_activation](hidden), first_maps
