@@ -63,14 +63,18 @@ def test_policies_start_near_uniform_at_paper_sizes(kind):
   # d-AWRL once summed its 32 normalised tokens into the heads: logits up to 46 at
   # initialisation, a deterministic policy before any update, and PPO never recovered.
   network = make_network({'kind': kind}, 6, (8, 4, 1))  # Pong: 8 features x 4 steps
-  params = network.init(jax.random.PRNGKey(0))
+  _, entropy = _pong_logits_and_entropy(network, network.init(jax.random.PRNGKey(0)))
+  assert entropy.mean() >= 0.7 * np.log(6), entropy.mean()
+
+
+def _pong_logits_and_entropy(network, params):
+  """Logits [64, A] and policy entropies [64] on 64 random RAM-Pong-shaped observations."""
   observation = np.random.default_rng(0).integers(0, 256, (64, 8, 4, 1)).astype(np.uint8)
   inputs = AgentInput(observation[None], np.zeros((1, 64), np.int32),
                       np.zeros((1, 64), np.float32), np.zeros((1, 64), bool))
   logits = np.asarray(network.unroll(params, inputs, network.initial_state(64))[0].logits[0])
   log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-  entropy = -(np.exp(log_p) * log_p).sum(-1)
-  assert entropy.mean() >= 0.7 * np.log(6), entropy.mean()
+  return logits, -(np.exp(log_p) * log_p).sum(-1)
 
 
 def test_map_shapes_and_normalisation():
@@ -292,11 +296,6 @@ def test_gawrl_without_its_dense_layer_has_002s_linear_heads_over_every_token():
   counts = parameter_counts(params)
   assert (counts['policy'], counts['value']) == (6_150, 1_025)
   assert 'output' not in params['torso']  # no dense layer between tokens and heads
-  observation = np.random.default_rng(0).integers(0, 256, (64, 8, 4, 1)).astype(np.uint8)
-  inputs = AgentInput(observation[None], np.zeros((1, 64), np.int32),
-                      np.zeros((1, 64), np.float32), np.zeros((1, 64), bool))
-  logits = np.asarray(network.unroll(params, inputs, network.initial_state(64))[0].logits[0])
-  log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-  entropy = -(np.exp(log_p) * log_p).sum(-1)
+  logits, entropy = _pong_logits_and_entropy(network, params)
   assert entropy.mean() >= 0.7 * np.log(6), entropy.mean()  # near uniform at the start
   assert logits.std(0).mean() > 0.01  # and the observation moves the logits
