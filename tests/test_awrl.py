@@ -299,3 +299,33 @@ def test_gawrl_without_its_dense_layer_has_002s_linear_heads_over_every_token():
   logits, entropy = _pong_logits_and_entropy(network, params)
   assert entropy.mean() >= 0.7 * np.log(6), entropy.mean()  # near uniform at the start
   assert logits.std(0).mean() > 0.01  # and the observation moves the logits
+
+
+def _second_module_tokens(**config):
+  """g-AWRL's tokens after its second module [64, 32, 32] and its first maps, at Pong sizes."""
+  network = make_network(dict({'kind': 'gawrl'}, **config), 6, (8, 4, 1))
+  params = network.init(jax.random.PRNGKey(0))
+  observation = np.random.default_rng(1).integers(0, 256, (64, 8, 4, 1)).astype(np.uint8)
+  inputs = AgentInput(observation[None], np.zeros((1, 64), np.int32),
+                      np.zeros((1, 64), np.float32), np.zeros((1, 64), bool))
+  _, state = network.module.apply({'params': params}, inputs, network.initial_state(64),
+                                  capture_intermediates=True, mutable=['intermediates'])
+  tokens, _ = state['intermediates']['torso']['attention_1']['__call__'][0]
+  _, first_maps = state['intermediates']['torso']['attention_0']['__call__'][0]
+  return np.asarray(tokens), np.asarray(first_maps)
+
+
+def test_residual_keeps_gawrl_tokens_apart_where_near_uniform_maps_merge_them():
+  # Without a residual, near-uniform maps give every token the same mixture: after two
+  # modules the 32 tokens of a sample are one vector repeated (d-AWRL's differ by ~0.8).
+  plain, plain_maps = _second_module_tokens()
+  residual, residual_maps = _second_module_tokens(awrl_residual=True)
+  within = lambda tokens: float(tokens.std(axis=1).mean())  # over a sample's tokens
+  assert within(plain) < 0.01, within(plain)
+  assert within(residual) > 0.1, within(residual)  # 0.15 here
+  np.testing.assert_allclose(residual_maps, plain_maps, atol=1e-6)  # same first maps
+
+
+def test_residual_is_refused_for_dawrl():
+  with pytest.raises(ValueError, match="awrl_residual=True applies to kind='gawrl' only"):
+    make_network({'kind': 'dawrl', 'awrl_residual': True}, 4, (F, T, 1))

@@ -79,6 +79,8 @@ class NetworkConfig:
   # that layer (its per-unit offset; awrl.py). False here so that older checkpoints behave alike
   awrl_norm_before_hidden: bool = False  # g-AWRL: LayerNorm over the flattened tokens before it
   awrl_attention: str = 'both'  # queries/keys from 'both', 'content' or 'address'
+  awrl_residual: bool = False  # g-AWRL: each token adds its own embedding to its attention read
+  # (not in 003; without it a near-uniform map leaves every token the same mixture; awrl.py)
   cnn_channels: int = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters per convolution
   cnn_hidden: int = 64  # their fully connected layer before the heads
   time_heads: int = 4  # 'time_attention' (002's T-maze agent): heads over the past views
@@ -145,6 +147,9 @@ class NetworkConfig:
     if self.awrl_attention not in awrl.ATTENTION_SOURCES:
       raise ValueError(f'awrl_attention must be one of {awrl.ATTENTION_SOURCES}, got '
                        f'{self.awrl_attention!r}.')
+    if self.awrl_residual and self.kind == 'dawrl':
+      raise ValueError("awrl_residual=True applies to kind='gawrl' only: d-AWRL's tokens already "
+                       "keep their own embedding (a_i * e_i); set network.awrl_residual=False.")
     if not self.mlp_hidden or min(self.mlp_hidden) < 1:
       raise ValueError(f'mlp_hidden must be one or more sizes >= 1, got {tuple(self.mlp_hidden)}.')
 
