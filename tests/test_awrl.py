@@ -18,11 +18,15 @@ def _unroll(kind, observation, **config):
   network = make_network(dict({'kind': kind, 'awrl_key_size': 8, 'awrl_model_size': 8,
                                'awrl_hidden': 16}, **config), 4, (F, T, 1))
   params = network.init(jax.random.PRNGKey(0))
-  batch = observation.shape[0]
-  inputs = AgentInput(observation[None], np.zeros((1, batch), np.int32),
-                      np.zeros((1, batch), np.float32), np.zeros((1, batch), bool))
-  out, _ = network.unroll(params, inputs, network.initial_state(batch))
+  out, _ = network.unroll(params, _one_step(observation), network.initial_state(len(observation)))
   return jax.tree_util.tree_map(lambda x: np.asarray(x[0]), out)
+
+
+def _one_step(observations):
+  """One time step of agent inputs for a batch [N, ...] of observations (no previous action)."""
+  n = len(observations)
+  return AgentInput(observations[None], np.zeros((1, n), np.int32), np.zeros((1, n), np.float32),
+                    np.zeros((1, n), bool))
 
 
 def _observations(seed, batch=2):
@@ -70,9 +74,8 @@ def test_policies_start_near_uniform_at_paper_sizes(kind):
 def _pong_logits_and_entropy(network, params):
   """Logits [64, A] and policy entropies [64] on 64 random RAM-Pong-shaped observations."""
   observation = np.random.default_rng(0).integers(0, 256, (64, 8, 4, 1)).astype(np.uint8)
-  inputs = AgentInput(observation[None], np.zeros((1, 64), np.int32),
-                      np.zeros((1, 64), np.float32), np.zeros((1, 64), bool))
-  logits = np.asarray(network.unroll(params, inputs, network.initial_state(64))[0].logits[0])
+  logits = np.asarray(
+      network.unroll(params, _one_step(observation), network.initial_state(64))[0].logits[0])
   log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
   return logits, -(np.exp(log_p) * log_p).sum(-1)
 
@@ -219,9 +222,7 @@ def test_gawrl_dense_layer_pushed_negative_dies_only_under_relu(activation):
                           'awrl_hidden': 16, 'awrl_hidden_activation': activation}, 4, (F, T, 1))
   params = network.init(jax.random.PRNGKey(0))
   params['torso']['output']['bias'] = np.full_like(params['torso']['output']['bias'], -5.0)
-  observations = _observations(8, batch=3)
-  inputs = AgentInput(observations[None], np.zeros((1, 3), np.int32),
-                      np.zeros((1, 3), np.float32), np.zeros((1, 3), bool))
+  inputs = _one_step(_observations(8, batch=3))
   logits = lambda p: network.unroll(p, inputs, network.initial_state(3))[0].logits
   spread = float(np.asarray(logits(params)).std(axis=1).max())  # across the 3 observations
   grads = jax.grad(lambda p: logits(p)[..., 0].sum())(params)
@@ -240,9 +241,8 @@ def _dense_layer_inputs(observations, **config):
   params = network.init(jax.random.PRNGKey(0))
   params['torso']['output']['bias'] = np.linspace(-1, 1, 16).astype(np.float32)
   n = len(observations)
-  inputs = AgentInput(observations[None], np.zeros((1, n), np.int32), np.zeros((1, n), np.float32),
-                      np.zeros((1, n), bool))
-  out, captured = network.module.apply({'params': params}, inputs, network.initial_state(n),
+  out, captured = network.module.apply({'params': params}, _one_step(observations),
+                                       network.initial_state(n),
                                        capture_intermediates=True, mutable=['intermediates'])
   hidden = captured['intermediates']['torso']['output']['__call__'][0]
   return np.asarray(hidden).reshape(n, -1), np.asarray(out[0].attention[0]), params
@@ -306,9 +306,8 @@ def _second_module_tokens(**config):
   network = make_network(dict({'kind': 'gawrl'}, **config), 6, (8, 4, 1))
   params = network.init(jax.random.PRNGKey(0))
   observation = np.random.default_rng(1).integers(0, 256, (64, 8, 4, 1)).astype(np.uint8)
-  inputs = AgentInput(observation[None], np.zeros((1, 64), np.int32),
-                      np.zeros((1, 64), np.float32), np.zeros((1, 64), bool))
-  _, state = network.module.apply({'params': params}, inputs, network.initial_state(64),
+  _, state = network.module.apply({'params': params}, _one_step(observation),
+                                  network.initial_state(64),
                                   capture_intermediates=True, mutable=['intermediates'])
   tokens, _ = state['intermediates']['torso']['attention_1']['__call__'][0]
   _, first_maps = state['intermediates']['torso']['attention_0']['__call__'][0]
