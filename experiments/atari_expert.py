@@ -84,6 +84,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.awrl_norm_before_hidden = False  # g-AWRL: then LayerNorm them (scale to O(1))
   config.network.awrl_attention = 'both'  # queries/keys from 'both', 'content' or 'address'
   config.network.awrl_residual = False  # g-AWRL: each token adds its own embedding to its read
+  config.network.awrl_norm_over = 'channels'  # g-AWRL's norms: per token, or per channel over 'tokens'
   config.network.cnn_channels = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters each
   config.network.cnn_hidden = 64  # their dense layer before the heads
   config.network.time_heads = 4  # 'time_attention' (002's T-maze agent): heads over past views

@@ -119,6 +119,7 @@ def test_positional_encoding_is_bounded_and_distinct_per_position():
     ('awrl_position_size', 7, 'awrl_position_size must be an even number >= 2, got 7'),
     ('awrl_heads', 0, 'awrl_heads must be >= 1, got 0'),
     ('awrl_hidden', -1, 'awrl_hidden must be >= 0 \\(0: no dense layer\\), got -1'),
+    ('awrl_norm_over', 'batch', "awrl_norm_over must be one of \\('channels', 'tokens'\\), got 'batch'"),
 ])
 def test_bad_awrl_settings_are_named(field, value, match):
   with pytest.raises(ValueError, match=match):
@@ -325,6 +326,21 @@ def test_residual_keeps_gawrl_tokens_apart_where_near_uniform_maps_merge_them():
   np.testing.assert_allclose(residual_maps, plain_maps, atol=1e-6)  # same first maps
 
 
-def test_residual_is_refused_for_dawrl():
-  with pytest.raises(ValueError, match="awrl_residual=True applies to kind='gawrl' only"):
-    make_network({'kind': 'dawrl', 'awrl_residual': True}, 4, (F, T, 1))
+@pytest.mark.parametrize('field, value', [('awrl_residual', True), ('awrl_norm_over', 'tokens')])
+def test_gawrl_only_settings_are_refused_for_dawrl(field, value):
+  with pytest.raises(ValueError, match=f"{field}.* applies to kind='gawrl' only"):
+    make_network({'kind': 'dawrl', field: value}, 4, (F, T, 1))
+
+
+def test_norm_over_tokens_separates_gawrl_tokens_and_observations():
+  # Each channel normalised over a sample's tokens (003's batch norm keeps per-channel
+  # statistics too) removes the mixture every token shares, so what tells tokens and
+  # observations apart reaches O(1): per token, tokens are one vector repeated and an
+  # observation moves them 0.014; per channel, 0.31 (d-AWRL's tokens move 0.25).
+  per_token, _ = _second_module_tokens()
+  per_channel, _ = _second_module_tokens(awrl_norm_over='tokens')
+  np.testing.assert_allclose(per_channel.mean(axis=1), 0.0, atol=1e-4)  # LayerNorm's start:
+  np.testing.assert_allclose(per_channel.std(axis=1), 1.0, atol=1e-2)  # scale 1, offset 0
+  across = lambda tokens: float(tokens.std(axis=0).mean())  # over observations
+  assert across(per_token) < 0.03, across(per_token)
+  assert across(per_channel) > 0.2, across(per_channel)

@@ -37,7 +37,10 @@ normalisation layer (003 Sec. 5).
   (a transformer's residual; the T-maze agent's `time_residual` did the same for its views):
   the tokens then differ by 0.15, but one token still moves only 0.019 across observations
   (0.014 without; d-AWRL 0.10-0.24), since its byte is one input beside 16 address channels
-  and each token is normalised alone. Not yet tried in RL.
+  and each token is normalised alone. `awrl_norm_over='tokens'` normalises each channel
+  over the sample's tokens instead (003's batch norm keeps statistics per channel too, over
+  batch and tokens): the mixture every token shares is subtracted, and at initialisation
+  one token moves 0.31 across observations (0.14 with the residual). On RAM Pong: BENCHMARKS.md.
 - d-AWRL (`dawrl`): selection only. Each head's map keeps only the diagonal of
   Q K^T / sqrt(d_k), a softmax over the tokens (a 1-D map), so token i becomes
   a_i * e_i and no two tokens mix. No hidden layer follows: the flattened tokens go
@@ -50,7 +53,8 @@ the embeddings always see both. In 'content' mode the first layer's tokens carry
 position at all for q and k, and later layers attend from the mixed tokens.
 Deviation from 003: LayerNorm instead of batch normalisation, so that an actor's
 single step and the learner's batch compute the same function. g-AWRL normalises each
-token; d-AWRL normalises over all of a sample's tokens together, because a per-token
+token (or each channel, `awrl_norm_over`); d-AWRL normalises over all of a sample's
+tokens and channels together, because a per-token
 norm would divide each a_i * e_i by its own scale and erase the selection (batch norm,
 with statistics over the batch, keeps it).
 """
@@ -65,6 +69,7 @@ import numpy as np
 from s3ta.networks.activations import ACTIVATIONS
 
 ATTENTION_SOURCES = ('both', 'content', 'address')
+NORM_OVER = ('channels', 'tokens')  # g-AWRL's LayerNorm statistics: per token, or per channel
 
 
 def positional_encoding(length: int, size: int) -> np.ndarray:
@@ -89,6 +94,8 @@ class AttentionModule(nn.Module):
   selection_only: bool
   dtype: Any = jnp.float32
   residual: bool = False  # full attention: each token adds its own embedding to what it reads
+  norm_over: str = 'channels'  # full attention: LayerNorm statistics of each token over its
+  # channels, or of each channel over the sample's 'tokens' (`NORM_OVER`)
 
   @nn.compact
   def __call__(self, tokens, attend_from):
@@ -112,7 +119,7 @@ class AttentionModule(nn.Module):
     mixed = mixed.reshape(batch, length, self.num_heads * self.key_size).astype(self.dtype)
     upscaled = nn.Dense(self.model_size, dtype=self.dtype, name='upscale')(mixed)
     # Selection only: statistics over tokens and channels, so token i keeps its weight a_i.
-    axes = (-2, -1) if self.selection_only else -1
+    axes = (-2, -1) if self.selection_only else {'channels': -1, 'tokens': -2}[self.norm_over]
     norm = nn.LayerNorm(reduction_axes=axes, feature_axes=-1, dtype=jnp.float32, name='norm')
     return norm(upscaled.astype(jnp.float32)), weights
 
@@ -147,7 +154,7 @@ class AWRLTorso(nn.Module):
                      'content': values.astype(dtype) if i == 0 else tokens}[cfg.awrl_attention]
       tokens, maps = AttentionModule(cfg.awrl_heads, cfg.awrl_key_size, cfg.awrl_model_size,
                                      selection_only, dtype, cfg.awrl_residual,
-                                     name=f'attention_{i}')(
+                                     cfg.awrl_norm_over, name=f'attention_{i}')(
                                          tokens, attend_from)
       first_maps = maps if first_maps is None else first_maps
     if centre:  # what the observation changes, less the per-unit offset common to all
