@@ -123,6 +123,26 @@ def test_training_and_evaluation_points(workdirs):
   np.testing.assert_allclose(resumed.evals.wall_minutes, [29.8 / 60, 40 / 60])
 
 
+def test_max_frames_shows_a_run_as_if_it_had_stopped_at_that_budget(workdirs, tmp_path, capsys):
+  # The first learner record with >= 2500 frames is at t=1020 (3000 frames, 20 s): later
+  # actor windows and evaluations are left out, and the run ends there.
+  plain = curves.load_run(workdirs[0], 'plain', smooth_episodes=5, max_frames=2500)
+  np.testing.assert_allclose(plain.train.frames, [0, 2000])
+  np.testing.assert_allclose(plain.train.returns, [-1.0, 0.2])
+  np.testing.assert_allclose(plain.evals.returns, [-1.0])  # the one at t=1025 came after
+  assert (plain.final_frames, plain.final_wall_minutes) == (3000, 20 / 60)
+  whole = curves.load_run(workdirs[0], 'plain', smooth_episodes=5)
+  beyond = curves.load_run(workdirs[0], 'plain', smooth_episodes=5, max_frames=10**6)
+  np.testing.assert_allclose(beyond.train.returns, whole.train.returns)  # never reached: all
+  assert beyond.final_frames == whole.final_frames == 4000
+  # Through the CLI, across a resume: the resumed run up to 3000 learner frames (t=3020).
+  assert curves.main([workdirs[1], f'--out={tmp_path / "cut"}', '--smooth_episodes=5',
+                      '--max_frames=3e3']) == 0
+  assert capsys.readouterr().out.startswith(
+      'resumed: 3,000 frames, 0.5 min | train return 2.8 (last 5 episodes) | '
+      'eval return last 3, best 3 (1 evaluations)')
+
+
 def _png_size(path):
   data = open(path, 'rb').read()
   assert data[:8] == b'\x89PNG\r\n\x1a\n' and data[12:16] == b'IHDR'
@@ -167,7 +187,7 @@ def test_default_labels_are_workdir_basenames(workdirs, tmp_path, capsys):
 
 
 @pytest.mark.parametrize('case', ['missing', 'no_metrics', 'no_learner', 'labels', 'same_label',
-                                  'smooth_zero', 'smooth_text', 'out_dir'])
+                                  'smooth_zero', 'smooth_text', 'out_dir', 'max_frames'])
 def test_bad_input_is_one_error_line_and_status_2(case, workdirs, tmp_path, capsys):
   out = str(tmp_path / 'plot')
   (tmp_path / 'empty').mkdir()
@@ -182,6 +202,7 @@ def test_bad_input_is_one_error_line_and_status_2(case, workdirs, tmp_path, caps
       'smooth_zero': ([workdirs[0], '--smooth_episodes=0', f'--out={out}'], "'0'"),
       'smooth_text': ([workdirs[0], '--smooth_episodes=ten', f'--out={out}'], "'ten'"),
       'out_dir': ([workdirs[0], f'--out={tmp_path / "nowhere" / "plot"}'], 'nowhere'),
+      'max_frames': ([workdirs[0], '--max_frames=1.5', f'--out={out}'], "'1.5'"),
   }[case]
   assert curves.main(argv) == 2
   captured = capsys.readouterr()

@@ -1,7 +1,7 @@
 """Learning curves of one or several runs: episode return against frames and wall time.
 
 Usage: python -m s3ta.analysis.curves WORKDIR [WORKDIR ...] --out=PREFIX [--labels=a,b,...]
-         [--smooth_episodes=100] [--title=...] [--seeds]
+         [--smooth_episodes=100] [--title=...] [--seeds] [--max_frames=N]
 
 Reads each workdir's `metrics.jsonl` (either trainer writes it; partial or invalid lines are
 skipped, so a running run can be plotted) and writes `PREFIX.png` (left: return against
@@ -17,6 +17,8 @@ and each seed's), and `train_mean` / `train_sem` rows in the CSV.
 Frames and wall time are the learner's (`learner_frames`, `train_seconds`, which continue across
 resumes), interpolated to every record's time; the training return is the mean of the last
 `--smooth_episodes` episodes of all actors. How exactly: WORKSPACE.md, "Looking at the agent".
+`--max_frames=N` shows every run as if it had stopped at the first learner record with N or
+more frames (runs of different lengths compared on one budget; the summary says where each ended).
 """
 
 import argparse
@@ -177,8 +179,20 @@ class Run:
   final_wall_minutes: float
 
 
-def load_run(workdir: str, label: str, smooth_episodes: int) -> Run:
-  """Reads a workdir's metrics into curves; CurvesError naming it when it cannot."""
+def cut_at_frames(records: Sequence[dict], track: LearnerTrack, max_frames: float) -> list:
+  """The records up to the first learner record with `max_frames` or more frames (all if none)."""
+  reached = np.flatnonzero(track.frames >= max_frames)
+  if not len(reached):
+    return list(records)
+  end = track.time[reached[0]]
+  return [r for r in records if r['time'] <= end]
+
+
+def load_run(workdir: str, label: str, smooth_episodes: int, max_frames: float = 0) -> Run:
+  """Reads a workdir's metrics into curves; CurvesError naming it when it cannot.
+
+  `max_frames` > 0: the run as if it had stopped when its learner first reached that many frames.
+  """
   if not storage.isdir(workdir):
     raise CurvesError(f'workdir {workdir!r} does not exist (expected a run directory with '
                       f'{JSONL_FILE}).')
@@ -192,6 +206,9 @@ def load_run(workdir: str, label: str, smooth_episodes: int) -> Run:
     raise CurvesError(f'workdir {workdir!r} has no learner records in {JSONL_FILE} (label '
                       '"learner" with learner_frames and train_seconds); has its learner '
                       'logged yet?')
+  if max_frames > 0:
+    records = cut_at_frames(records, track, max_frames)
+    track = learner_track(records)
   return Run(label=label, workdir=workdir, train=training_curve(records, track, smooth_episodes),
              evals=evaluation_curve(records, track), final_frames=float(track.frames[-1]),
              final_wall_minutes=float(track.seconds[-1]) / 60.0)
@@ -415,6 +432,19 @@ def _labels(workdirs: Sequence[str], labels: Optional[str], seeds: bool = False)
   return names
 
 
+def _max_frames(text: Optional[str]) -> int:
+  """`--max_frames` as an integer >= 1 (underscores and scientific notation allowed); 0 if unset."""
+  if text is None:
+    return 0
+  try:
+    value = float(text)
+  except ValueError:
+    value = 0.0
+  if not (math.isfinite(value) and value >= 1 and value == int(value)):
+    raise CurvesError(f'--max_frames must be an integer >= 1 (e.g. 5000000 or 5e6), got {text!r}.')
+  return int(value)
+
+
 def main(argv=None) -> int:
   parser = _Parser(description=__doc__.splitlines()[0])
   parser.add_argument('workdirs', nargs='+', metavar='WORKDIR', help='run directories')
@@ -426,6 +456,8 @@ def main(argv=None) -> int:
   parser.add_argument('--title', default=None, help='figure title')
   parser.add_argument('--seeds', action='store_true',
                       help='workdirs sharing a label are seeds: plot mean ± s.e.m. per label')
+  parser.add_argument('--max_frames', default=None,
+                      help='show each run up to the first learner record with N or more frames')
   try:
     args = parser.parse_args(argv)
     try:
@@ -435,9 +467,10 @@ def main(argv=None) -> int:
     if smooth < 1:
       raise CurvesError(f'--smooth_episodes must be an integer >= 1, got '
                         f'{args.smooth_episodes!r}.')
+    max_frames = _max_frames(args.max_frames)
     labels = _labels(args.workdirs, args.labels, args.seeds)
     prefix = _output_prefix(args.out)
-    runs = [load_run(w, label, smooth) for w, label in zip(args.workdirs, labels)]
+    runs = [load_run(w, label, smooth, max_frames) for w, label in zip(args.workdirs, labels)]
     groups = seed_groups(runs) if args.seeds else None
   except (_UsageError, CurvesError) as e:
     print(f'error: {e}', file=sys.stderr)
