@@ -12,7 +12,8 @@ irrelevant features (002: 0, 8, 32, 128). Observations are each feature's last 4
 agent steps, in a feature order fixed per run (`env.feature_shuffle_seed`). PPO
 settings are 002's Table 1: 8 environments, horizon 128, 3 epochs of 4 minibatches of
 32 x 8 steps, Adam 2.5e-4, clip 0.2, GAE 0.95, gradient-norm clip 0.5, entropy 0.01,
-value 0.5. g-AWRL's dense layer before its heads keeps 003's relu
+value 0.5. g-AWRL adds a residual to its attention modules and normalises each channel over
+a sample's tokens (below; neither is 003's). Its dense layer before its heads keeps 003's relu
 (`network.awrl_hidden_activation`), although its pre-activations are mostly a per-unit
 offset that no observation changes (on Pong at initialisation, 0.53 against a spread of
 0.013 across observations): under relu PPO left 5 of its 64 units ever positive, under
@@ -53,6 +54,13 @@ def get_config(arg: str = ''):
   # BENCHMARKS.md, RAM-feature Pong).
   config.network.awrl_centre_tokens = True
   config.network.awrl_norm_before_hidden = True
+  # g-AWRL: with neither of these it never left Pong's random level (6 runs, up to 7 M frames):
+  # its maps start near uniform, so without a residual every token reads the same mixture
+  # (after two modules a sample's tokens are one vector repeated), and a per-token norm keeps
+  # that shared mixture. With both it scored -15.0 at 2.5 M frames (FC: -18.4; one seed;
+  # BENCHMARKS.md, "g-AWRL leaves the random level").
+  config.network.awrl_residual = True
+  config.network.awrl_norm_over = 'tokens'
 
   config.single_machine.algorithm = 'ppo'
   config.unroll_length = 128  # PPO horizon

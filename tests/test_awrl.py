@@ -326,10 +326,15 @@ def test_residual_keeps_gawrl_tokens_apart_where_near_uniform_maps_merge_them():
   np.testing.assert_allclose(residual_maps, plain_maps, atol=1e-6)  # same first maps
 
 
-@pytest.mark.parametrize('field, value', [('awrl_residual', True), ('awrl_norm_over', 'tokens')])
-def test_gawrl_only_settings_are_refused_for_dawrl(field, value):
-  with pytest.raises(ValueError, match=f"{field}.* applies to kind='gawrl' only"):
-    make_network({'kind': 'dawrl', field: value}, 4, (F, T, 1))
+def test_dawrl_ignores_gawrl_only_settings():
+  # One config serves every kind (experiments/ram_features.py sets g-AWRL's residual and
+  # norm), so d-AWRL must compute the same function with them.
+  observation = _observations(3, batch=4)
+  plain = _unroll('dawrl', observation)
+  with_gawrl_settings = _unroll('dawrl', observation, awrl_residual=True, awrl_norm_over='tokens',
+                                awrl_centre_tokens=True)
+  np.testing.assert_allclose(with_gawrl_settings.logits, plain.logits, atol=1e-6)
+  np.testing.assert_allclose(with_gawrl_settings.value, plain.value, atol=1e-6)
 
 
 def test_norm_over_tokens_separates_gawrl_tokens_and_observations():

@@ -82,7 +82,9 @@ class NetworkConfig:
   awrl_residual: bool = False  # g-AWRL: each token adds its own embedding to its attention read
   # (not in 003; without it a near-uniform map leaves every token the same mixture; awrl.py)
   awrl_norm_over: str = 'channels'  # g-AWRL's LayerNorms: each token over its 'channels', or
-  # each channel over the sample's 'tokens' (like 003's batch norm, per sample; awrl.py)
+  # each channel over the sample's 'tokens' (like 003's batch norm, per sample; awrl.py).
+  # d-AWRL ignores these two and the centring, as the other kinds ignore every awrl_ field: its
+  # tokens a_i * e_i keep their own embedding, and it normalises over the whole sample.
   cnn_channels: int = 32  # 'cnn1d' / 'acnn' (feature CNN baselines): filters per convolution
   cnn_hidden: int = 64  # their fully connected layer before the heads
   time_heads: int = 4  # 'time_attention' (002's T-maze agent): heads over the past views
@@ -149,16 +151,9 @@ class NetworkConfig:
     if self.awrl_attention not in awrl.ATTENTION_SOURCES:
       raise ValueError(f'awrl_attention must be one of {awrl.ATTENTION_SOURCES}, got '
                        f'{self.awrl_attention!r}.')
-    if self.awrl_residual and self.kind == 'dawrl':
-      raise ValueError("awrl_residual=True applies to kind='gawrl' only: d-AWRL's tokens already "
-                       "keep their own embedding (a_i * e_i); set network.awrl_residual=False.")
     if self.awrl_norm_over not in awrl.NORM_OVER:
       raise ValueError(f'awrl_norm_over must be one of {awrl.NORM_OVER}, got '
                        f'{self.awrl_norm_over!r}.')
-    if self.awrl_norm_over != 'channels' and self.kind == 'dawrl':
-      raise ValueError("awrl_norm_over applies to kind='gawrl' only: d-AWRL normalises over all of "
-                       "a sample's tokens and channels together, which keeps its selection; set "
-                       "network.awrl_norm_over='channels'.")
     if not self.mlp_hidden or min(self.mlp_hidden) < 1:
       raise ValueError(f'mlp_hidden must be one or more sizes >= 1, got {tuple(self.mlp_hidden)}.')
 
