@@ -54,11 +54,11 @@ def get_config(arg: str = ''):
   # BENCHMARKS.md, RAM-feature Pong).
   config.network.awrl_centre_tokens = True
   config.network.awrl_norm_before_hidden = True
-  # g-AWRL: with neither of these it never left Pong's random level (6 runs, up to 7 M frames):
-  # its maps start near uniform, so without a residual every token reads the same mixture
-  # (after two modules a sample's tokens are one vector repeated), and a per-token norm keeps
-  # that shared mixture. With both it scored -15.0 at 2.5 M frames (FC: -18.4; one seed;
-  # BENCHMARKS.md, "g-AWRL leaves the random level").
+  # g-AWRL: with neither of these no run left Pong's random level (up to 7 M frames): its
+  # maps start near uniform, so without a residual every token reads the same mixture (after
+  # two modules a sample's tokens are one vector repeated), and a per-token norm keeps that
+  # shared mixture. With both, seed 0 trained to -10.4 at 6.2 M frames, evaluation -7.75 (FC:
+  # -18.0 there; seeds 1-2 slower; BENCHMARKS.md, "g-AWRL leaves the random level").
   config.network.awrl_residual = True
   config.network.awrl_norm_over = 'tokens'
 
