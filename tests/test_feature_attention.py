@@ -48,6 +48,33 @@ def test_gawrl_maps_are_labelled_with_feature_names(tmp_path):
   for row in rows[1:]:
     assert abs(sum(float(v) for v in row[2:]) - 1.0) < 1e-3  # each query's weights sum to 1
   assert os.path.getsize(os.path.join(out, 'feature_attention.png')) > 1000
+  with open(os.path.join(out, 'feature_mass.csv')) as f:
+    mass = list(csv.DictReader(f))
+  assert len(mass) == 4 * 8  # heads x features
+  for head in range(4):  # an average query's weights over the 8 features sum to 1
+    assert sum(float(r['mass']) for r in mass if r['head'] == str(head)) == pytest.approx(1, abs=1e-3)
+
+
+def test_feature_mass_sums_a_features_tokens_against_a_uniform_share():
+  labels = ['a@t-1', 'a@t-0', 'b@t-1', 'b@t-0']
+  steps = np.array([[[0.7, 0.1, 0.1, 0.1], [0.25] * 4],   # [steps, heads, L]: d-AWRL's selection
+                    [[0.1, 0.1, 0.4, 0.4], [0.25] * 4]])
+  rows = feature_attention.feature_mass(labels, steps)
+  assert [(r['head'], r['feature']) for r in rows] == [(0, 'a'), (0, 'b'), (1, 'a'), (1, 'b')]
+  assert rows[0]['mass'] == pytest.approx((0.8 + 0.2) / 2)
+  assert rows[1]['mass'] == pytest.approx((0.2 + 0.8) / 2)
+  assert rows[0]['lift'] == pytest.approx(1.0)  # half the mass on half the tokens
+  assert rows[0]['std_over_steps'] == pytest.approx(0.3)  # the map follows the observation
+  assert rows[2]['lift'] == pytest.approx(1.0) and rows[2]['std_over_steps'] == pytest.approx(0)
+  # g-AWRL [steps, heads, L, L]: the mass each key receives from an average query.
+  full = np.zeros((1, 1, 4, 4))
+  full[0, 0, :2, 0] = 1.0  # the queries of `a` read a@t-1
+  full[0, 0, 2:, 2:] = 0.5  # those of `b` split between b's tokens
+  a, b = feature_attention.feature_mass(labels, full)
+  assert (a['mass'], b['mass']) == (pytest.approx(0.5), pytest.approx(0.5))
+  three = ['a@t-0', 'b@t-1', 'b@t-0', 'c@t-0']  # unequal token counts: shares 1/4, 2/4, 1/4
+  rows = feature_attention.feature_mass(three, np.array([[[0.5, 0.25, 0.25, 0.0]]]))
+  assert [r['lift'] for r in rows] == [pytest.approx(2.0), pytest.approx(1.0), pytest.approx(0.0)]
 
 
 def test_time_attention_maps_over_past_views_and_bad_uses_are_named(tmp_path):

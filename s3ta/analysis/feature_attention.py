@@ -9,6 +9,10 @@ config) with its agent and writes, per head:
 - attention over time (`time_attention`): the weight of each past view at every step,
   rows = steps, columns = views from oldest to newest (002 Fig. 6).
 Output: `feature_attention.png` and `feature_attention.csv` (the averaged maps, labelled).
+For the RAM-feature agents, `feature_mass.csv` sums each feature's T tokens: per head, the
+mass the feature receives from an average query, its lift over a uniform map (mass x F), and
+its std over the steps (how much the map follows the observation: 0 when attention is
+conditioned on address only, 003 Experiment 3).
 For the T-maze, `reward_attention.csv` adds 002's Fig. 6 test: per head, the attention mass
 on the past views that show the collectible reward, against those views' share of the window
 (lift > 1: the head looks at the reward's sightings more than at other views), and 002's
@@ -80,6 +84,27 @@ def reward_attention(maps: np.ndarray, shown: np.ndarray) -> list[dict]:
   return rows
 
 
+def feature_mass(labels: list[str], maps: np.ndarray) -> list[dict]:
+  """Per head and feature: mean mass over the steps, its lift over a uniform map, and its std.
+
+  `labels` are `feature@t-k` token names; `maps` [steps, heads, L, L] (g-AWRL: the mass a
+  token receives is averaged over the queries) or [steps, heads, L] (d-AWRL's selection).
+  """
+  received = maps.mean(axis=2) if maps.ndim == 4 else maps  # [steps, heads, L]
+  features = [label.split('@')[0] for label in labels]
+  names = list(dict.fromkeys(features))
+  owner = np.array([names.index(f) for f in features])
+  mass = np.stack([received[..., owner == i].sum(axis=-1) for i in range(len(names))], -1)
+  rows = []
+  for head in range(mass.shape[1]):
+    for i, name in enumerate(names):
+      share = np.mean(owner == i)  # a uniform map's mass on this feature's tokens
+      rows.append(dict(head=head, feature=name, mass=float(mass[:, head, i].mean()),
+                       lift=float(mass[:, head, i].mean() / share),
+                       std_over_steps=float(mass[:, head, i].std())))
+  return rows
+
+
 def record(checkpoint: str, steps: int, seed: int = 0, greedy: bool = False):
   """(kind, labels, maps [steps, heads, ...], returns, shown) of `steps` steps of the run's agent.
 
@@ -121,8 +146,8 @@ def record(checkpoint: str, steps: int, seed: int = 0, greedy: bool = False):
 
 def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str,
           shown: Optional[np.ndarray] = None) -> list[str]:
-  """The PNG (one panel per head), the CSV of the step-averaged maps, and (T-maze) the
-  reward-view attention CSV."""
+  """The PNG (one panel per head), the CSV of the step-averaged maps, and the per-feature
+  mass CSV (RAM-feature agents) or the reward-view attention CSV (T-maze)."""
   os.makedirs(out, exist_ok=True)
   written = []
   if shown is not None:
@@ -132,6 +157,14 @@ def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str,
                                   'latest_lift'])
       writer.writeheader()
       writer.writerows(reward_attention(maps, shown))
+    written.append(path)
+  if kind in ('gawrl', 'dawrl'):
+    path = os.path.join(out, 'feature_mass.csv')
+    with open(path, 'w', newline='') as f:
+      writer = csv.DictWriter(f, ['head', 'feature', 'mass', 'lift', 'std_over_steps'])
+      writer.writeheader()
+      writer.writerows({k: (f'{v:.5f}' if isinstance(v, float) else v) for k, v in row.items()}
+                       for row in feature_mass(labels, maps))
     written.append(path)
   mean = maps.mean(axis=0)  # [heads, ...]
   csv_path = os.path.join(out, 'feature_attention.csv')
