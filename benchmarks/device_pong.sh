@@ -6,7 +6,8 @@
 #   start:  RUNS='s3ta=s3ta resnet=resnet_lstm' MAX_SECONDS=1380 bash benchmarks/device_pong.sh start 500
 #   watch:  bash /tmp/repo/benchmarks/device_pong.sh watch 540     (again within 30 s of the last call)
 # RUNS holds NAME=KIND[,--config.x=y,...] items; each starts one detached process (setsid, so it
-# outlives the call) with 128 ALE envs on THREADS (default 4) threads, writing /tmp/runs/NAME,
+# outlives the call) with NUM_ENVS (default 128; 0: the config's own count, e.g. 8 for
+# experiments/ram_features.py's PPO) ALE envs on THREADS (default 4) threads, writing /tmp/runs/NAME,
 # from CONFIG (default experiments/atari_expert.py; or e.g. experiments/atari_expert.py:tuned).
 # `watch` prints every run's progress line once a minute for the given seconds (or until all
 # have ended) and copies each run's log and metrics.jsonl to $OUT. With COPY_CHECKPOINTS=1 (at
@@ -68,7 +69,7 @@ for spec in $RUNS; do
   XLA_PYTHON_CLIENT_MEM_FRACTION=$(python3 -c "print(round(0.9 / $num_runs, 2))") \
     setsid nohup python3 -m launch.train_single --config="${CONFIG:-experiments/atari_expert.py}" \
       --workdir="/tmp/runs/$name" --config.env.backend=ale --config.single_machine.device=gpu \
-      --config.network.kind="${parts[0]}" --config.single_machine.num_envs=128 --config.env.num_threads="${THREADS:-4}" \
+      --config.network.kind="${parts[0]}" --config.single_machine.num_envs="${NUM_ENVS:-128}" --config.env.num_threads="${THREADS:-4}" \
       --config.evaluator.period_s=120 --config.evaluator.num_episodes=8 --config.evaluator.num_envs=8 \
       --config.max_seconds="${MAX_SECONDS:-1380}" "${parts[@]:1}" \
       > "/tmp/runs/$name.log" 2>&1 < /dev/null &
