@@ -93,16 +93,13 @@ def feature_mass(labels: list[str], maps: np.ndarray) -> list[dict]:
   received = maps.mean(axis=2) if maps.ndim == 4 else maps  # [steps, heads, L]
   features = [label.split('@')[0] for label in labels]
   names = list(dict.fromkeys(features))
-  owner = np.array([names.index(f) for f in features])
-  mass = np.stack([received[..., owner == i].sum(axis=-1) for i in range(len(names))], -1)
-  rows = []
-  for head in range(mass.shape[1]):
-    for i, name in enumerate(names):
-      share = np.mean(owner == i)  # a uniform map's mass on this feature's tokens
-      rows.append(dict(head=head, feature=name, mass=float(mass[:, head, i].mean()),
-                       lift=float(mass[:, head, i].mean() / share),
-                       std_over_steps=float(mass[:, head, i].std())))
-  return rows
+  owner = np.array([[f == name for name in names] for f in features], np.float64)  # [L, F]
+  mass = received @ owner  # [steps, heads, F]
+  share = owner.mean(axis=0)  # a uniform map's mass on each feature's tokens
+  mean, std = mass.mean(axis=0), mass.std(axis=0)
+  return [dict(head=head, feature=name, mass=float(mean[head, i]),
+               lift=float(mean[head, i] / share[i]), std_over_steps=float(std[head, i]))
+          for head in range(mean.shape[0]) for i, name in enumerate(names)]
 
 
 def record(checkpoint: str, steps: int, seed: int = 0, greedy: bool = False):
