@@ -2,10 +2,14 @@
 
 import csv
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from s3ta.analysis import cli, objects, rollout
+from s3ta.learning import learner_core
+from s3ta.networks import NetworkConfig, make_network
+from s3ta.utils import checkpoint as checkpoint_lib
 
 BALL, AGENT, OPPONENT = objects.GAMES['Pong'].colours.values()
 
@@ -85,6 +89,57 @@ def test_attention_objects_command(tmp_path, capsys):
   for row in rows:
     assert 0 <= float(row['mass']) <= 1 and 0 < float(row['uniform_mass']) < 1
   assert (tmp_path / 'attention_objects.png').stat().st_size > 5000
+
+
+def test_area_resize_matrix_by_hand():
+  """5 -> 2 pixels: each output averages 2.5 inputs, the middle one split half and half."""
+  np.testing.assert_allclose(rollout.area_resize_matrix(5, 2),
+                             [[0.4, 0.4, 0.2, 0, 0], [0, 0, 0.2, 0.4, 0.4]], atol=1e-12)
+  assert rollout.gray_84(np.full((210, 160, 3), 200, np.uint8)) == pytest.approx(np.full((84, 84), 200.0))
+
+
+def test_rgb_twin_follows_a_gray_game_and_catches_another():
+  """Same seed and actions: the twin's RGB frames are the gray agent's game, step for step;
+  a twin with another seed is caught (its frames would put the objects elsewhere)."""
+  settings = rollout.EnvSettings('Pong', light_observation=True)
+  for twin_seed, steps in ((0, 120), (4, 60)):
+    env, twin = rollout.make_env(settings, 1, seed=0), rollout.RGBTwin(settings, twin_seed)
+    step, actions = env.reset(), np.random.default_rng(1).integers(0, 6, steps)
+    try:
+      if twin_seed != 0:
+        with pytest.raises(RuntimeError, match="the RGB twin left the agent's game at step"):
+          for action in actions:
+            twin.follow(step.observation[0, ..., 0], int(action))
+            step = env.step(np.array([action], np.int32))
+        continue
+      for action in actions:
+        frame = twin.follow(step.observation[0, ..., 0], int(action))
+        assert frame.shape == (210, 160, 3)
+        step = env.step(np.array([action], np.int32))
+      assert twin.steps == steps
+      boxes = objects.locate(frame, 'Pong')
+      assert boxes['agent paddle'] is not None and boxes['agent paddle'][1] == 140
+    finally:
+      env.close()
+      twin.close()
+
+
+def test_attention_objects_command_on_a_gray_checkpoint(tmp_path, capsys):
+  """A checkpoint trained on gray 84x84 frames: its objects come from the RGB twin."""
+  config = NetworkConfig(**rollout.SMALL_NETWORK)
+  params = rollout.random_params(make_network(config, 6, (84, 84, 1)), seed=2)
+  state = learner_core.TrainingState(
+      params, learner_core.make_optimizer(learner_core.LearnerConfig()).init(params),
+      jnp.float32(0.01), jnp.int32(0))
+  checkpoint_lib.save(str(tmp_path / 'run' / 'checkpoints'), 5, state, network_config=config,
+                      config={'env': {'name': 'atari', 'game': 'Pong', 'light_observation': True}})
+  assert cli.main(['attention-objects', f'--checkpoint={tmp_path}/run', f'--out={tmp_path}/out',
+                   '--steps=12']) == 0
+  out = capsys.readouterr().out
+  assert 'agent paddle (visible 12 steps' in out
+  with open(tmp_path / 'out' / 'attention_objects.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert {int(r['head']) for r in rows if r['object'] == 'agent paddle'} == {0, 1, 2, 3}
 
 
 @pytest.mark.parametrize('args,fragment', [

@@ -408,12 +408,15 @@ def attention_objects(args) -> None:
     raise ValueError(f'--margin must be >= 0 pixels, got {args.margin}.')
   settings = rollout.env_settings(args.checkpoint, args.game)
   objects.game_objects(settings.game)  # fails before the agent loads for a game without colours
-  if settings.light_observation:
-    raise ValueError('attention-objects finds objects by their RGB colours; the checkpoint was '
-                     'trained on gray 84x84 frames (env.light_observation); RGB 210x160 needed.')
   agent, runner, settings = _setup(args, settings=settings)
-  records = rollout.play(runner, args.steps, args.command)
-  runner.close()
+  # Objects are found by their RGB colours: a gray agent's game is followed by an RGB twin.
+  twin = rollout.RGBTwin(settings, args.seed) if settings.light_observation else None
+  try:
+    records = rollout.play(runner, args.steps, args.command, twin=twin)
+  finally:
+    runner.close()
+    if twin is not None:
+      twin.close()
   frames = np.stack([r.frame for r in records])
   attention = np.stack([r.attention for r in records])  # [T, N, h, w]
   results = objects.object_attention(attention, frames, settings.game, args.margin)
