@@ -8,13 +8,18 @@ About 20 MFLOP per frame forward, 50x less than paper-size S3TA: on this 2-core
 machine the learner consumes ~5.6 K frames/s (BENCHMARKS.md). Gray 84x84 frames;
 otherwise IMPALA's Atari recipe: RMSProp (eps inside the root), entropy 0.01,
 global-norm clipping at 40, discount 0.99, rewards clipped to [-1, 1].
-ARG: '' (feed-forward, 4 stacked frames) or 'lstm' (LSTM 256 with previous action
-and reward, 1 frame). Derived from experiments/atari_expert.py.
+ARG: '' (feed-forward, 4 stacked frames), 'lstm' (LSTM 256 with previous action
+and reward, 1 frame) or 's3ta': the S3TA agent sized for these 2 cores (the paper's
+ConvNet, an 11 x 11 ConvLSTM of 32 channels with 16 key channels, 4 heads) with
+the settings that made paper-size S3TA leave Pong's random level on a GPU
+(`atari_expert.py:tuned`: subtract_background, key_norm, the value offset) and
+this file's optimizer and B 8 x T 20 (BENCHMARKS.md, "S3TA on 2 CPU cores").
+Derived from experiments/atari_expert.py.
 """
 
 from experiments import atari_expert
 
-VARIANTS = ('', 'lstm')
+VARIANTS = ('', 'lstm', 's3ta')
 
 
 def get_config(arg: str = ''):
@@ -28,12 +33,18 @@ def get_config(arg: str = ''):
   config.env.num_envs = 16  # per actor: 2 actors x 16 = 32 environments
   config.env.num_threads = 1  # emulator threads per env batch (2 cores in all)
 
-  config.network.kind = 'nature' if arg == '' else 'nature_lstm'
+  config.network.kind = {'': 'nature', 'lstm': 'nature_lstm', 's3ta': 's3ta'}[arg]
   config.network.nature_channels = (32, 64, 64)  # 84x84 -> 20x20 -> 9x9 -> 7x7
   config.network.nature_kernels = (8, 4, 3)
   config.network.nature_strides = (4, 2, 1)
   config.network.nature_hidden = 512
-  config.network.lstm_size = 256  # 'lstm' variant only
+  config.network.lstm_size = 256  # 'lstm' and 's3ta' variants
+  if arg == 's3ta':  # 84x84 -> 21x21 -> 11x11 locations (atari_expert's conv_* defaults)
+    config.network.vision_lstm_channels = 32  # paper: 128; the ConvLSTM is most of the cost
+    config.network.key_channels = 16  # and values 16 (+ the spatial basis)
+    config.network.subtract_background = True
+    config.network.key_norm = True
+    config.learner.value_offset_step_size = 0.1
 
   config.learner.learning_rate = 6e-4  # RMSProp (IMPALA's Atari value), constant
   # Inside the root; losses are summed over T x B. At this network's gradient scale 0.01

@@ -90,22 +90,24 @@ def test_validate_config_rejects_more_bad_values():
     atari_expert.get_config('gpu-huge')
 
 
+def _flat(config, prefix=''):
+  """A ConfigDict as {'section.field': value}."""
+  out = {}
+  for key, value in config.items():
+    if hasattr(value, 'items'):
+      out.update(_flat(value, f'{prefix}{key}.'))
+    else:
+      out[prefix + key] = value
+  return out
+
+
 def test_tuned_variant_is_the_paper_agent_plus_the_pong_start_recipe():
   """'tuned' changes exactly the six settings of the one S3TA run that left Pong's random level."""
   from experiments import atari_expert  # pylint: disable=g-import-not-at-top
   from s3ta.learning.learner_core import LearnerConfig  # pylint: disable=g-import-not-at-top
   from s3ta.networks.agent import NetworkConfig  # pylint: disable=g-import-not-at-top
 
-  def flat(config, prefix=''):
-    out = {}
-    for key, value in config.items():
-      if hasattr(value, 'items'):
-        out.update(flat(value, f'{prefix}{key}.'))
-      else:
-        out[prefix + key] = value
-    return out
-
-  paper, tuned = flat(atari_expert.get_config('')), flat(atari_expert.get_config('tuned'))
+  paper, tuned = _flat(atari_expert.get_config('')), _flat(atari_expert.get_config('tuned'))
   assert set(paper) == set(tuned)
   assert {k: tuned[k] for k in tuned if tuned[k] != paper[k]} == {
       'network.subtract_background': True, 'network.key_norm': True, 'network.key_channels': 32,
@@ -114,6 +116,27 @@ def test_tuned_variant_is_the_paper_agent_plus_the_pong_start_recipe():
   config = atari_expert.get_config('tuned')
   assert NetworkConfig.from_dict(config.network).key_channels == 32
   assert LearnerConfig.from_dict(config.learner).value_offset_step_size == 0.1
+
+
+def test_fast_s3ta_variant_is_the_lstm_baseline_with_a_small_s3ta():
+  """atari_fast.py:s3ta swaps only the network for S3TA (small ConvLSTM) plus the value offset."""
+  from experiments import atari_fast  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  from s3ta.networks import agent  # pylint: disable=g-import-not-at-top
+  lstm, small = _flat(atari_fast.get_config('lstm')), _flat(atari_fast.get_config('s3ta'))
+  assert set(lstm) == set(small)
+  assert {k: small[k] for k in small if small[k] != lstm[k]} == {
+      'network.kind': 's3ta', 'network.vision_lstm_channels': 32, 'network.key_channels': 16,
+      'network.subtract_background': True, 'network.key_norm': True,
+      'learner.value_offset_step_size': 0.1}
+  network_config = agent.NetworkConfig.from_dict(atari_fast.get_config('s3ta').network)
+  assert network_config.vision_shape((84, 84, 1)) == (11, 11)  # 84 -> 21 -> 11 locations
+  params = agent.make_network(network_config, 6, (84, 84, 1)).init(jax.random.PRNGKey(0))
+  # 3 x 3 x 32 hidden channels -> 4 gates x 32; the BENCHMARKS run printed the same total
+  assert params['core']['vision_lstm']['hidden_to_gates']['kernel'].shape == (288, 128)
+  assert agent.parameter_count(params) == 1_307_847
+  with pytest.raises(ValueError, match="Unknown atari_fast variant 'gpu'"):
+    atari_fast.get_config('gpu')
 
 
 def test_cluster_program_and_resources_are_valid():
