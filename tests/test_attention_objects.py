@@ -2,7 +2,7 @@
 
 import csv
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 import pytest
 
@@ -127,10 +127,8 @@ def test_rgb_twin_follows_a_gray_game_and_catches_another():
 def test_attention_objects_command_on_a_gray_checkpoint(tmp_path, capsys):
   """A checkpoint trained on gray 84x84 frames: its objects come from the RGB twin."""
   config = NetworkConfig(**rollout.SMALL_NETWORK)
-  params = rollout.random_params(make_network(config, 6, (84, 84, 1)), seed=2)
-  state = learner_core.TrainingState(
-      params, learner_core.make_optimizer(learner_core.LearnerConfig()).init(params),
-      jnp.float32(0.01), jnp.int32(0))
+  state = learner_core.init_training_state(make_network(config, 6, (84, 84, 1)),
+                                           learner_core.LearnerConfig(), jax.random.PRNGKey(2))
   checkpoint_lib.save(str(tmp_path / 'run' / 'checkpoints'), 5, state, network_config=config,
                       config={'env': {'name': 'atari', 'game': 'Pong', 'light_observation': True}})
   assert cli.main(['attention-objects', f'--checkpoint={tmp_path}/run', f'--out={tmp_path}/out',
