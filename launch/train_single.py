@@ -44,7 +44,9 @@ from s3ta.acting.actor import actor_record
 from s3ta.acting.device_actor import DeviceActor, group_sizes, slice_batches
 from s3ta.acting.evaluator import Evaluator
 from s3ta.envs import factory
-from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step, ppo
+from s3ta.learning import (LearnerConfig, init_training_state, make_sgd_step, ppo,
+                           resume_with_config)
+from s3ta.learning.learner_core import describe_config_changes
 from s3ta.learning.progress import (STOP_REASONS, Counters, StepStats, StopRule,
                                     nonfinite_halt_message)
 from s3ta.networks import make_network, parameter_counts
@@ -312,7 +314,7 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
   checkpointer = checkpoint_lib.Checkpointer(
       workdir, interval_s=60.0 * config.checkpoint_minutes or 1e18, config=config,
       network_config=config.network.to_dict())
-  state, counters = _resume(checkpointer, state, log)
+  state, counters = _resume(checkpointer, state, log, settings, config)
   state = jax.device_put(state, device)
   # A resumed run samples new actions, not those of its first run.
   actor_key = jax.random.fold_in(actor_key, counters.learner_steps)
@@ -383,14 +385,25 @@ def train(config, workdir: str, *, log: Callable[[str], None] = _print,
                      evaluator.results if evaluator is not None else [])
 
 
-def _resume(checkpointer, state, log) -> tuple:
-  """(state, counters) of the latest checkpoint if there is one, else `state` and zero counters."""
+def _resume(checkpointer, state, log, settings: Settings, config) -> tuple:
+  """(state, counters) of the latest checkpoint if there is one, else `state` and zero counters.
+
+  Hyperparameters the config changed since the checkpoint was written take effect.
+  """
   restored = checkpointer.restore_latest(state)
   if restored is None:
     return state, Counters()
   counters = Counters.from_checkpoint(restored.counters)
   log(f'[train_single] resumed from {restored.path}: {counters.as_dict()}')
-  return restored.state, counters
+  if settings.algorithm == 'ppo':
+    section, current, names = 'ppo', ppo.PPOConfig.from_dict(config.get('ppo') or {}), ppo.OPTIMIZER_NAMES
+  else:
+    section, current, names = 'learner', LearnerConfig.from_dict(config.learner), None
+  saved = (restored.config or {}).get(section)
+  state, changes = resume_with_config(restored.state, saved, dataclasses.asdict(current), names)
+  if changes:
+    log(f'[train_single] {describe_config_changes(section, changes)}')
+  return state, counters
 
 
 def _make_actor(config, sizes: list, network, rng_key, device) -> DeviceActor:

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from s3ta.learning import (HYPERPARAM_NAMES, LearnerConfig, Trajectory, get_hyperparams,
-                           init_training_state, make_optimizer, make_sgd_step, set_hyperparams)
-from s3ta.learning.learner_core import update_value_offset
+                           init_training_state, make_optimizer, make_sgd_step, resume_with_config,
+                           set_hyperparams)
+from s3ta.learning import ppo
+from s3ta.learning.learner_core import describe_config_changes, update_value_offset
 from s3ta.learning.optimizer import rmsprop
 from s3ta.networks import make_network
 from s3ta.utils import checkpoint
@@ -138,6 +140,40 @@ def test_hyperparameters_change_without_recompiling(setup):
   assert float(get_hyperparams(after)['entropy_cost']) == 0.5  # carried through the step
   with pytest.raises(ValueError, match=r"Unknown hyperparameter name\(s\) \['momentum'\]"):
     set_hyperparams(state, {'momentum': 0.9})
+
+
+def test_a_resume_applies_what_the_config_changed_and_keeps_the_rest(setup):
+  """The optimizer state carries the hyperparameters: without this a changed flag is ignored."""
+  network, config, _ = setup
+  state = init_training_state(network, config, jax.random.PRNGKey(0))
+  evolved = set_hyperparams(state, {'learning_rate': 1e-3, 'entropy_cost': 0.02})  # e.g. by PBT
+  saved = {'learning_rate': 6e-4, 'entropy_cost': 0.01, 'rmsprop_epsilon': 1e-4, 'grad_clip': 40.0,
+           'discount': 0.99}
+  same, changes = resume_with_config(evolved, saved, dict(saved))
+  assert changes == {} and same is evolved  # unchanged config: the evolved values stay
+  current = dict(saved, learning_rate=3e-4, discount=0.9)  # discount is read from the config
+  resumed, changes = resume_with_config(evolved, saved, current)
+  assert changes == {'learning_rate': (6e-4, 3e-4)}
+  values = {k: float(v) for k, v in get_hyperparams(resumed).items()}
+  assert values == pytest.approx({'learning_rate': 3e-4, 'entropy_cost': 0.02,  # the state's
+                                  'rmsprop_epsilon': config.rmsprop_epsilon,
+                                  'grad_clip': config.grad_clip})
+  assert describe_config_changes('learner', changes) == (
+      'resumed with config.learner changed since the checkpoint, applied: learning_rate 0.0006 -> 0.0003')
+  assert resume_with_config(evolved, None, current) == (evolved, {})  # no saved config: keep
+
+
+def test_a_ppo_resume_applies_a_changed_adam_epsilon():
+  config = ppo.PPOConfig()
+  network = make_network(dict(SMALL, kind='s3ta'), 3, (6, 5, 3))
+  state = ppo.init_training_state(network, config, jax.random.PRNGKey(0))
+  saved = {'learning_rate': 2.5e-4, 'adam_epsilon': 1e-5, 'entropy_cost': 0.01}
+  resumed, changes = resume_with_config(state, saved, dict(saved, adam_epsilon=1e-8, entropy_cost=0.0),
+                                        ppo.OPTIMIZER_NAMES)
+  assert changes == {'adam_epsilon': (1e-5, 1e-8), 'entropy_cost': (0.01, 0.0)}
+  assert float(resumed.opt_state.hyperparams['epsilon']) == pytest.approx(1e-8)
+  assert float(resumed.entropy_cost) == 0.0
+  assert float(resumed.opt_state.hyperparams['learning_rate']) == pytest.approx(2.5e-4)
 
 
 def test_rewards_are_clipped_before_vtrace(setup):

@@ -9,6 +9,7 @@ import pytest
 from s3ta.networks import make_network
 from s3ta.pbt.learner import PBTLearner
 from s3ta.replay import queue as replay
+from s3ta.utils.checkpoint import Checkpointer
 
 TINY = dict(kind='s3ta', conv_channels=(4,), conv_kernels=(3,), conv_strides=(2,), vision_lstm_channels=8,
             key_channels=2, num_heads=1, basis_frequencies=1, query_hidden=(8,), answer_hidden=(8,),
@@ -218,3 +219,26 @@ def test_exploit_copies_the_value_offset_with_the_weights():
   assert offsets[0] != offsets[1]
   recipient.set_state(donor.get_state(), recipient.get_hyperparams())
   assert float(recipient.get_state()['value_offset']) == offsets[0]
+
+
+def test_a_restart_keeps_evolved_hyperparameters_unless_the_config_changed_them(tmp_path):
+  """A restored member keeps what PBT gave it; a rate the user changed since the checkpoint wins."""
+  network = make_network(TINY, num_actions=18, observation_shape=(8, 8, 1))
+
+  def restart(learning_rate):
+    config = {'learning_rate': learning_rate}
+    checkpointer = Checkpointer(str(tmp_path), interval_s=1e18, config={'learner': config},
+                                network_config=TINY)
+    return PBTLearner(network, config, batch_size=B, unroll_length=T, frames_per_step=4,
+                      rng_key=jax.random.PRNGKey(0), checkpointer=checkpointer)
+
+  first = restart(1e-3)
+  first.set_hyperparams({'learning_rate': 2e-3, 'entropy_cost': 0.03})  # explored
+  first.save()
+  same = restart(1e-3)
+  assert same.resumed_from is not None
+  assert float(same.get_hyperparams()['learning_rate']) == pytest.approx(2e-3)
+  changed = restart(5e-4)
+  values = changed.get_hyperparams()
+  assert float(values['learning_rate']) == pytest.approx(5e-4)
+  assert float(values['entropy_cost']) == pytest.approx(0.03)  # not in the saved config: kept

@@ -60,10 +60,16 @@ def test_catch_run_writes_the_workdir_and_resumes(tmp_path):
   path = checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(str(tmp_path)))
   assert path.endswith('ckpt_6')
 
-  again = train_single.train(_tiny_catch(10), str(tmp_path), log=lines.append)
+  config = _tiny_catch(10)
+  config.learner.learning_rate = 1.5e-3  # the optimizer state holds the old rate: this must win
+  again = train_single.train(config, str(tmp_path), log=lines.append)
   assert any('resumed from' in line and 'ckpt_6' in line for line in lines)
   assert again.counters['learner_steps'] == 10 and again.counters['learner_frames'] == 200
   assert again.counters['train_seconds'] > result.counters['train_seconds']
+  old_rate = _tiny_catch().learner.learning_rate
+  assert any(f'applied: learning_rate {old_rate!r} -> 0.0015' in line for line in lines), lines
+  final = [r for r in _records(tmp_path) if r['label'] == 'learner' and r.get('final')][-1]
+  assert final['train/learning_rate'] == pytest.approx(1.5e-3)
 
 
 def test_ppo_runs_through_the_same_trainer_and_resumes(tmp_path):

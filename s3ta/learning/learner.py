@@ -9,6 +9,7 @@ GPU/TPU when present, else CPU). Batches arrive batch-major [B, T + 1, ...] and
 are swapped to time-major inside the jitted step.
 """
 
+import dataclasses
 import gc
 import os
 import sys
@@ -18,7 +19,8 @@ from typing import Any, Callable, Optional
 import jax
 import numpy as np
 
-from s3ta.learning.learner_core import LearnerConfig, init_training_state, make_sgd_step
+from s3ta.learning.learner_core import (LearnerConfig, describe_config_changes,
+                                        init_training_state, make_sgd_step, resume_with_config)
 from s3ta.learning.progress import (STOP_REASONS, Counters, StepStats, StopRule,
                                     nonfinite_halt_message)
 from s3ta.learning.publishing import ParamsPublisher
@@ -93,7 +95,11 @@ class Learner:
     if checkpointer is not None:
       restored = checkpointer.restore_latest(state)
       if restored is not None:
-        state = restored.state
+        saved = (restored.config or {}).get('learner')
+        state, changes = resume_with_config(restored.state, saved,
+                                            dataclasses.asdict(learner_config))
+        if changes:
+          print(f'[learner] {describe_config_changes("learner", changes)}', flush=True)
         self.counters = Counters.from_checkpoint(restored.counters)
         self.resumed_from = restored.path
     self._state = jax.device_put(state, self.device)

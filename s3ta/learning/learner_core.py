@@ -6,7 +6,7 @@ distributed) that call it.
 """
 
 import dataclasses
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import chex
 import jax
@@ -132,18 +132,25 @@ def get_hyperparams(state: TrainingState) -> dict:
   return {name: values[name] for name in HYPERPARAM_NAMES}
 
 
-def set_hyperparams(state: TrainingState, values: Mapping[str, float]) -> TrainingState:
-  """`state` with the named hyperparameters replaced (same dtype and device; no recompile)."""
-  unknown = sorted(set(values) - set(HYPERPARAM_NAMES))
+def set_hyperparams(state: TrainingState, values: Mapping[str, float],
+                    optimizer_names: Mapping[str, str] = _OPTIMIZER_NAMES) -> TrainingState:
+  """`state` with the named hyperparameters replaced (same dtype and device; no recompile).
+
+  `optimizer_names` maps config names to the optimizer's names in `opt_state.hyperparams`
+  (IMPALA's by default; `ppo.OPTIMIZER_NAMES` for PPO's state); `entropy_cost` is the state's.
+  """
+  valid = [*optimizer_names, 'entropy_cost']
+  unknown = sorted(set(values) - set(valid))
   if unknown:
-    raise ValueError(f'Unknown hyperparameter name(s) {unknown}; valid: {list(HYPERPARAM_NAMES)}.')
+    raise ValueError(f'Unknown hyperparameter name(s) {unknown}; valid: {valid}.')
 
   def like(current, value):  # same dtype, device and committedness: jit sees the same types
     new = jnp.asarray(value, current.dtype)
-    return jax.device_put(new, current.sharding) if current.committed else new
+    # (a host numpy leaf, as restored from a checkpoint, has no placement to keep)
+    return jax.device_put(new, current.sharding) if getattr(current, 'committed', False) else new
 
   injected = dict(state.opt_state.hyperparams)
-  for name, key in _OPTIMIZER_NAMES.items():
+  for name, key in optimizer_names.items():
     if name in values:
       injected[key] = like(injected[key], values[name])
   entropy_cost = state.entropy_cost
@@ -151,6 +158,35 @@ def set_hyperparams(state: TrainingState, values: Mapping[str, float]) -> Traini
     entropy_cost = like(entropy_cost, values['entropy_cost'])
   return state._replace(opt_state=state.opt_state._replace(hyperparams=injected),
                         entropy_cost=entropy_cost)
+
+
+def resume_with_config(state: TrainingState, saved: Optional[Mapping[str, Any]],
+                       current: Mapping[str, Any],
+                       optimizer_names: Optional[Mapping[str, str]] = None) -> tuple:
+  """(state, changes): a restored `state` with the hyperparameters that the run's config
+  `current` sets differently from `saved`, the same config section stored in the checkpoint.
+
+  The optimizer state carries the learning rate, epsilon and clip threshold (and the
+  state the entropy cost), so without this a resume keeps the checkpoint's values and a
+  changed flag is silently ignored. Values the config left as they were (a PBT member's
+  evolved ones included) stay as restored. `changes` is {name: (saved, current)}.
+  """
+  optimizer_names = optimizer_names or _OPTIMIZER_NAMES
+  names = [*optimizer_names, 'entropy_cost']
+  changes = {name: (saved[name], current[name]) for name in names
+             if saved and name in saved and name in current and saved[name] != current[name]}
+  if not changes:
+    return state, {}
+  return (set_hyperparams(state, {name: new for name, (_, new) in changes.items()}, optimizer_names),
+          changes)
+
+
+def describe_config_changes(section: str, changes: Mapping[str, tuple]) -> str:
+  """One console line for `resume_with_config`'s changes ('' when there are none)."""
+  if not changes:
+    return ''
+  return ('resumed with config.' + section + ' changed since the checkpoint, applied: ' +
+          ', '.join(f'{name} {old!r} -> {new!r}' for name, (old, new) in changes.items()))
 
 
 def trajectory_loss(params, network: Network, config: LearnerConfig, batch: Trajectory,

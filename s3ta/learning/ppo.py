@@ -66,6 +66,10 @@ class PPOConfig:
     return dataclass_config.from_dict(cls, values, 'ppo')
 
 
+# Where PPO's optimizer keeps its config's hyperparameters in `opt_state.hyperparams`.
+OPTIMIZER_NAMES = {'learning_rate': 'learning_rate', 'adam_epsilon': 'epsilon'}
+
+
 def make_optimizer(config: PPOConfig) -> optax.GradientTransformation:
   """Global-norm clipping then Adam, with the rate and epsilon in `opt_state.hyperparams`;
   non-finite updates are skipped and counted (as in IMPALA's optimizer)."""
