@@ -43,7 +43,7 @@ class CurvesError(ValueError):
   """A bad input, reported as one `error:` line and exit status 2."""
 
 
-def _number(value) -> Optional[float]:
+def finite_number(value) -> Optional[float]:
   """A finite real JSON number as float, else None (null, strings, booleans, NaN, inf)."""
   if isinstance(value, bool) or not isinstance(value, (int, float)):
     return None
@@ -62,7 +62,7 @@ def load_records(workdir: str) -> list:
       record = json.loads(line.decode('utf-8', 'replace'))
     except json.JSONDecodeError:
       continue
-    if isinstance(record, dict) and _number(record.get('time')) is not None:
+    if isinstance(record, dict) and finite_number(record.get('time')) is not None:
       records.append(record)
   return _by_time(records)  # chunks of several remote writers interleave only by time
 
@@ -83,12 +83,12 @@ class LearnerTrack(NamedTuple):
 def learner_track(records: Sequence[dict]) -> Optional[LearnerTrack]:
   """The `learner` records with numeric `learner_frames` and `train_seconds`; None if none."""
   rows = [r for r in _by_time(records) if r.get('label') == 'learner'
-          and _number(r.get('learner_frames')) is not None
-          and _number(r.get('train_seconds')) is not None]
+          and finite_number(r.get('learner_frames')) is not None
+          and finite_number(r.get('train_seconds')) is not None]
   if not rows:
     return None
-  pairs = sorted((_number(r.get('param_version')), _number(r['learner_frames'])) for r in rows
-                 if _number(r.get('param_version')) is not None)
+  pairs = sorted((finite_number(r.get('param_version')), finite_number(r['learner_frames'])) for r in rows
+                 if finite_number(r.get('param_version')) is not None)
   if not pairs or pairs[0][0] > 0:
     pairs.insert(0, (0.0, 0.0))
   return LearnerTrack(time=np.array([r['time'] for r in rows], float),
@@ -143,7 +143,7 @@ def training_curve(records: Sequence[dict], track: LearnerTrack, window: int) ->
   rows = []
   for r in _by_time(records):
     if str(r.get('label', '')).startswith('actor_'):
-      count, mean = _number(r.get('window_episodes')), _number(r.get('window_return_mean'))
+      count, mean = finite_number(r.get('window_episodes')), finite_number(r.get('window_return_mean'))
       if count and count > 0 and mean is not None:
         rows.append((r['time'], count, mean))
   times, counts, means = (np.array(c, float) for c in zip(*rows)) if rows else ([], [], [])
@@ -155,16 +155,16 @@ def training_curve(records: Sequence[dict], track: LearnerTrack, window: int) ->
 def evaluation_curve(records: Sequence[dict], track: LearnerTrack) -> Curve:
   """One point per evaluator record with a mean return, at its parameters' frames."""
   rows = [r for r in _by_time(records)
-          if r.get('label') == 'evaluator' and _number(r.get('mean_return')) is not None]
+          if r.get('label') == 'evaluator' and finite_number(r.get('mean_return')) is not None]
   times = np.array([r['time'] for r in rows], float)
   frames, seconds = x_at_times(track, times)
   for i, r in enumerate(rows):
-    own, version = _number(r.get('frames')), _number(r.get('param_version'))
+    own, version = finite_number(r.get('frames')), finite_number(r.get('param_version'))
     if own is not None:
       frames[i] = own
     elif version is not None:
       frames[i] = frames_at_versions(track, version)
-  episodes = [_number(r.get('episodes')) for r in rows]
+  episodes = [finite_number(r.get('episodes')) for r in rows]
   return Curve(frames, seconds / 60.0, np.array([r['mean_return'] for r in rows], float),
                np.array([np.nan if e is None else e for e in episodes], float))
 
@@ -387,14 +387,15 @@ def summary_line(run: Run) -> str:
           f'{_fmt_return(last_eval)}, best {_fmt_return(best_eval)} ({len(run.evals)} evaluations)')
 
 
-class _UsageError(Exception):
-  pass
+class UsageError(Exception):
+  """A command-line usage error (what argparse would print before exiting)."""
 
 
-class _Parser(argparse.ArgumentParser):
+class ArgumentParser(argparse.ArgumentParser):
+  """argparse that raises UsageError, so `main` prints one `error:` line (also used by learner_stats)."""
 
   def error(self, message):  # one `error:` line from main, not argparse's usage + exit
-    raise _UsageError(message)
+    raise UsageError(message)
 
 
 def _output_prefix(out: str) -> str:
@@ -446,7 +447,7 @@ def _max_frames(text: Optional[str]) -> int:
 
 
 def main(argv=None) -> int:
-  parser = _Parser(description=__doc__.splitlines()[0])
+  parser = ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('workdirs', nargs='+', metavar='WORKDIR', help='run directories')
   parser.add_argument('--out', required=True, help='output prefix: writes PREFIX.png, PREFIX.csv')
   parser.add_argument('--labels', default=None,
@@ -472,7 +473,7 @@ def main(argv=None) -> int:
     prefix = _output_prefix(args.out)
     runs = [load_run(w, label, smooth, max_frames) for w, label in zip(args.workdirs, labels)]
     groups = seed_groups(runs) if args.seeds else None
-  except (_UsageError, CurvesError) as e:
+  except (UsageError, CurvesError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   title = (args.title if args.title is not None
