@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from experiments import atari_fast, catch
-from launch import train_single
+from launch import fork, train_single
 from s3ta.utils import checkpoint as checkpoint_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,7 +37,7 @@ def _records(workdir):
     return [json.loads(line) for line in f]
 
 
-def test_catch_run_writes_the_workdir_and_resumes(tmp_path):
+def test_catch_run_writes_the_workdir_and_resumes(tmp_path, tmp_path_factory):
   lines = []
   result = train_single.train(_tiny_catch(6), str(tmp_path), log=lines.append)
   assert result.reason == 'max_learner_steps'
@@ -60,16 +60,26 @@ def test_catch_run_writes_the_workdir_and_resumes(tmp_path):
   path = checkpoint_lib.latest_checkpoint(checkpoint_lib.checkpoint_dir(str(tmp_path)))
   assert path.endswith('ckpt_6')
 
-  config = _tiny_catch(10)
-  config.learner.learning_rate = 1.5e-3  # the optimizer state holds the old rate: this must win
-  again = train_single.train(config, str(tmp_path), log=lines.append)
+  again = train_single.train(_tiny_catch(10), str(tmp_path), log=lines.append)
   assert any('resumed from' in line and 'ckpt_6' in line for line in lines)
   assert again.counters['learner_steps'] == 10 and again.counters['learner_frames'] == 200
   assert again.counters['train_seconds'] > result.counters['train_seconds']
+
+  # A fork at ckpt_6 goes on with another learning rate: the optimizer state holds the old
+  # rate, and the new one must win (said in one line).
+  forked = str(tmp_path_factory.mktemp('fork'))
+  assert fork.main([f'--from={tmp_path}', '--step=6', f'--to={forked}']) == 0
+  config = _tiny_catch(8)
+  config.learner.learning_rate = 1.5e-3
+  branch = train_single.train(config, forked, log=lines.append)
+  assert any('resumed from' in line and forked in line and 'ckpt_6' in line for line in lines)
+  assert branch.counters['learner_steps'] == 8
   old_rate = _tiny_catch().learner.learning_rate
   assert any(f'applied: learning_rate {old_rate!r} -> 0.0015' in line for line in lines), lines
-  final = [r for r in _records(tmp_path) if r['label'] == 'learner' and r.get('final')][-1]
-  assert final['train/learning_rate'] == pytest.approx(1.5e-3)
+  final = [r for r in _records(forked) if r['label'] == 'learner' and r.get('final')]
+  assert len(final) == 1 and final[0]['train/learning_rate'] == pytest.approx(1.5e-3)
+  trunk = [r for r in _records(forked) if r['label'] == 'learner' and r['learner_steps'] <= 6]
+  assert trunk  # the records up to ckpt_6 came along for the curves
 
 
 def test_ppo_runs_through_the_same_trainer_and_resumes(tmp_path):
