@@ -42,7 +42,7 @@ def test_each_bin_holds_its_records_return_and_evaluations(tmp_path):
   assert rows[2][3:] == pytest.approx([1.2, 4.0, 1.0])
 
 
-def test_cli_prints_the_table_writes_csv_and_rejects_bad_input(tmp_path):
+def test_cli_prints_the_table_writes_csv_and_rejects_bad_input(tmp_path, capsys):
   workdir = _write(tmp_path / 'run', RECORDS)
   out = tmp_path / 'stats.csv'
   done = subprocess.run([sys.executable, '-m', 's3ta.analysis.learner_stats', workdir,
@@ -59,8 +59,8 @@ def test_cli_prints_the_table_writes_csv_and_rejects_bad_input(tmp_path):
   assert rows[2] == ['2000.0', '0.3125', '1.5', '1.5'] and rows[3] == ['4000.0', '', '', '1.2']
   for argv, message in [(['--bin_frames=0'], '--bin_frames must be a number of frames >= 1'),
                         (['--metrics=entropy:median'], "entry 'entropy:median' is not NAME"),
-                        (['--metrics=foo'], "metric(s) ['foo'] are not in the learner records")]:
-    bad = subprocess.run([sys.executable, '-m', 's3ta.analysis.learner_stats', workdir, *argv],
-                         cwd=ROOT, capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stdout == ''
-    assert bad.stderr.startswith('error: ') and message in bad.stderr, bad.stderr
+                        (['--metrics=foo'], "metric(s) ['foo'] are not in the learner records"),
+                        (['--bins=3'], 'unrecognized arguments: --bins=3')]:
+    assert learner_stats.main([workdir, *argv]) == 2  # in process: the CLI path is tested above
+    out, err = capsys.readouterr()
+    assert out == '' and err.startswith('error: ') and message in err, err
