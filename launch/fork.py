@@ -28,7 +28,7 @@ class ForkError(ValueError):
 
 
 def trunk_lines(workdir: str, until: float) -> list:
-  """The raw metrics lines of `workdir` with a time <= `until`, without final records."""
+  """The raw metrics lines (bytes) of `workdir` with a time <= `until`, without final records."""
   kept = []
   for line in read_jsonl_lines(workdir):
     try:
@@ -37,7 +37,7 @@ def trunk_lines(workdir: str, until: float) -> list:
       continue  # a partial line of a run that was still writing
     if isinstance(record, dict) and isinstance(record.get('time'), (int, float)) \
         and record['time'] <= until and not record.get('final'):
-      kept.append(line if isinstance(line, bytes) else line.encode())
+      kept.append(line)
   return kept
 
 

@@ -188,11 +188,8 @@ def cut_at_frames(records: Sequence[dict], track: LearnerTrack, max_frames: floa
   return [r for r in records if r['time'] <= end]
 
 
-def load_run(workdir: str, label: str, smooth_episodes: int, max_frames: float = 0) -> Run:
-  """Reads a workdir's metrics into curves; CurvesError naming it when it cannot.
-
-  `max_frames` > 0: the run as if it had stopped when its learner first reached that many frames.
-  """
+def load_run_records(workdir: str) -> tuple:
+  """(records, learner track) of a workdir's metrics; CurvesError naming it when it cannot."""
   if not storage.isdir(workdir):
     raise CurvesError(f'workdir {workdir!r} does not exist (expected a run directory with '
                       f'{JSONL_FILE}).')
@@ -206,6 +203,15 @@ def load_run(workdir: str, label: str, smooth_episodes: int, max_frames: float =
     raise CurvesError(f'workdir {workdir!r} has no learner records in {JSONL_FILE} (label '
                       '"learner" with learner_frames and train_seconds); has its learner '
                       'logged yet?')
+  return records, track
+
+
+def load_run(workdir: str, label: str, smooth_episodes: int, max_frames: float = 0) -> Run:
+  """Reads a workdir's metrics into curves; CurvesError naming it when it cannot.
+
+  `max_frames` > 0: the run as if it had stopped when its learner first reached that many frames.
+  """
+  records, track = load_run_records(workdir)
   if max_frames > 0:
     records = cut_at_frames(records, track, max_frames)
     track = learner_track(records)

@@ -51,31 +51,32 @@ def table(workdir: str, bin_frames: float, metrics: Sequence[tuple],
           smooth_episodes: int = 100) -> tuple:
   """(header, rows) of the run in `workdir`; rows hold floats (NaN: nothing in the bin)
   except the evaluation column, a list of returns."""
-  run = curves.load_run(workdir, 'run', smooth_episodes)
-  records = [r for r in curves.load_records(workdir) if r.get('label') == 'learner'
+  records, track = curves.load_run_records(workdir)
+  train = curves.training_curve(records, track, smooth_episodes)
+  evals = curves.evaluation_curve(records, track)
+  learner = [r for r in records if r.get('label') == 'learner'
              and curves.finite_number(r.get('learner_frames')) is not None]
-  present = {name for name, _ in metrics if any(_metric_key(r, name) for r in records)}
-  missing = [name for name, _ in metrics if name not in present]
+  keys = [[_metric_key(r, name) for name, _ in metrics] for r in learner]  # per record, per metric
+  missing = [name for i, (name, _) in enumerate(metrics) if not any(k[i] for k in keys)]
   if missing:
-    known = sorted({k[len('train/'):] for r in records for k in r if k.startswith('train/')})
+    known = sorted({k[len('train/'):] for r in learner for k in r if k.startswith('train/')})
     raise curves.CurvesError(f'metric(s) {missing} are not in the learner records of {workdir!r}; '
                              f'available: {known}.')
-  frames = np.array([r['learner_frames'] for r in records], float)
-  last = max(run.final_frames, float(frames.max()))
-  bins = int(last // bin_frames) + 1
+  learner_bins = (np.array([r['learner_frames'] for r in learner], float) // bin_frames).astype(int)
+  train_bins = (train.frames // bin_frames).astype(int)
   header = ['frames_from', 'train_return', 'evaluations'] + [
       name if agg == 'mean' else f'{name}:{agg}' for name, agg in metrics]
+  values = [[[] for _ in metrics] for _ in range(int(learner_bins.max()) + 1)]
+  for record, b, record_keys in zip(learner, learner_bins, keys):
+    for i, key in enumerate(record_keys):
+      if key:
+        values[b][i].append(record[key])
   rows = []
-  for b in range(bins):
-    lo, hi = b * bin_frames, (b + 1) * bin_frames
-    inside = (run.train.frames >= lo) & (run.train.frames < hi)
-    train = float(run.train.returns[inside][-1]) if inside.any() else math.nan
-    evals = [float(x) for x, f in zip(run.evals.returns, run.evals.frames) if lo <= f < hi]
-    row = [lo, train, evals]
-    in_bin = [r for r, f in zip(records, frames) if lo <= f < hi]
-    for name, agg in metrics:
-      values = [r[_metric_key(r, name)] for r in in_bin if _metric_key(r, name)]
-      row.append(float(AGGREGATES[agg](values)) if values else math.nan)
+  for b, per_metric in enumerate(values):
+    inside = np.flatnonzero(train_bins == b)
+    row = [b * bin_frames, float(train.returns[inside[-1]]) if len(inside) else math.nan,
+           [float(x) for x, f in zip(evals.returns, evals.frames) if int(f // bin_frames) == b]]
+    row += [float(AGGREGATES[agg](v)) if v else math.nan for (_, agg), v in zip(metrics, per_metric)]
     rows.append(row)
   return header, rows
 
