@@ -128,7 +128,8 @@ def test_fast_s3ta_variant_is_the_lstm_baseline_with_a_small_s3ta():
   assert {k: small[k] for k in small if small[k] != lstm[k]} == {
       'network.kind': 's3ta', 'network.vision_lstm_channels': 32, 'network.key_channels': 16,
       'network.subtract_background': True, 'network.key_norm': True,
-      'learner.value_offset_step_size': 0.1}
+      'learner.value_offset_step_size': 0.1, 'max_frames': 10_000_000, 'max_seconds': 10_800.0,
+      'learner.learning_rate_decay_steps': 15_625}  # 10 M frames / (4 x B 8 x T 20)
   network_config = agent.NetworkConfig.from_dict(atari_fast.get_config('s3ta').network)
   assert network_config.vision_shape((84, 84, 1)) == (11, 11)  # 84 -> 21 -> 11 locations
   params = agent.make_network(network_config, 6, (84, 84, 1)).init(jax.random.PRNGKey(0))
@@ -137,6 +138,19 @@ def test_fast_s3ta_variant_is_the_lstm_baseline_with_a_small_s3ta():
   assert agent.parameter_count(params) == 1_307_847
   with pytest.raises(ValueError, match="Unknown atari_fast variant 'gpu'"):
     atari_fast.get_config('gpu')
+
+
+def test_fast_s3ta_anneal_ends_at_max_frames_and_yields_to_an_explicit_value():
+  """The s3ta variant's learning rate reaches 0 at max_frames, through overrides of either."""
+  from experiments import atari_fast  # pylint: disable=g-import-not-at-top
+  from s3ta.learning.learner_core import LearnerConfig  # pylint: disable=g-import-not-at-top
+  config = atari_fast.get_config('s3ta')
+  config.max_frames, config.batch_size = 6_400_000, 16  # 6.4 M / (4 x 16 x 20) = 5,000 steps
+  assert LearnerConfig.from_dict(config.learner).learning_rate_decay_steps == 5_000
+  config.max_frames = 6_400_001  # a partial last step still counts: the anneal never ends early
+  assert config.learner.learning_rate_decay_steps == 5_001
+  config.learner.learning_rate_decay_steps = 0  # an explicit value wins (constant rate)
+  assert config.learner.learning_rate_decay_steps == 0 and config.max_frames == 6_400_001
 
 
 def test_cluster_program_and_resources_are_valid():
