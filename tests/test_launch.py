@@ -119,7 +119,7 @@ def test_tuned_variant_is_the_paper_agent_plus_the_pong_start_recipe():
 
 
 def test_fast_s3ta_variant_is_the_lstm_baseline_with_a_small_s3ta():
-  """atari_fast.py:s3ta swaps only the network for S3TA (small ConvLSTM) plus the value offset."""
+  """atari_fast.py:s3ta: the LSTM baseline with a small S3TA, the value offset, an lr anneal."""
   from experiments import atari_fast  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   from s3ta.networks import agent  # pylint: disable=g-import-not-at-top
