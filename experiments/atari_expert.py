@@ -14,6 +14,8 @@ learned value offset; 'cpu' = the paper's agent sized for a CPU-only machine (gr
 derived from the default below.
 """
 
+from typing import Any
+
 import ml_collections
 
 VARIANTS = ('', 'tuned', 'cpu')
@@ -195,6 +197,13 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
     config.resources.learner_accelerator = ''
     config.resources.learner_accelerator_count = 0
   return config
+
+
+def updates_until_max_frames(config: ml_collections.ConfigDict, frames_per_update) -> Any:
+  """A reference to the updates that consume `config.max_frames`, rounded up, for a learning-rate
+  anneal that ends with the run: it follows later overrides of its inputs, and an explicit value
+  set on the anneal's own field replaces it."""
+  return (config.get_ref('max_frames') + frames_per_update - 1) // frames_per_update
 
 
 def ppo_defaults() -> ml_collections.ConfigDict:

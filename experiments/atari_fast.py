@@ -83,6 +83,6 @@ def get_config(arg: str = ''):
     config.max_seconds = 10_800.0  # 10 M frames need 2.2-3 h at this machine's 0.94-1.3 K frames/s
     frames_per_step = (config.env.get_ref('frame_skip') * config.get_ref('batch_size') *
                        config.get_ref('unroll_length'))  # references: follow overrides
-    config.learner.learning_rate_decay_steps = (
-        (config.get_ref('max_frames') + frames_per_step - 1) // frames_per_step)
+    config.learner.learning_rate_decay_steps = atari_expert.updates_until_max_frames(
+        config, frames_per_step)
   return config

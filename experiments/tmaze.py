@@ -84,8 +84,8 @@ def get_config(arg: str = ''):
   config.max_frames = 1_000_000  # agent steps (no action repeat)
   if arg == 'attention':  # linear anneal to 0 over max_frames' updates (references: follow overrides)
     steps_per_update = config.get_ref('batch_size') * config.get_ref('unroll_length')  # 4 x 128
-    config.ppo.learning_rate_decay_updates = (
-        (config.get_ref('max_frames') + steps_per_update - 1) // steps_per_update)
+    config.ppo.learning_rate_decay_updates = atari_expert.updates_until_max_frames(
+        config, steps_per_update)
   config.max_seconds = 3_600.0
   config.checkpoint_minutes = 10.0
   config.evaluator.period_s = 120.0
