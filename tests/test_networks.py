@@ -137,6 +137,38 @@ def test_query_norm_gives_each_head_unit_variance_queries_and_a_peaked_start():
     NetworkConfig(**dict(SMALL, kind='fixed_query', query_norm=True))
 
 
+@pytest.mark.parametrize('k', [1, 2, 37, 60])
+def test_order_statistic_uint8_is_the_kth_smallest(k):
+  """The counting search returns np.sort's k-th value per frame and channel, ties included
+  (a frame of one colour with a few other pixels, as Atari screens are)."""
+  rng = np.random.default_rng(k)
+  values = rng.integers(0, 256, size=(3, 6, 10, 2)).astype(np.uint8)
+  values[1] = 87
+  values[1, 0, :3, 0] = [0, 255, 86]
+  got = np.asarray(agent_lib.order_statistic_uint8(jnp.asarray(values), k, axis=(1, 2)))
+  expected = np.sort(values.reshape(3, 60, 2).astype(np.int32), axis=1)[:, k - 1]
+  assert got.shape == (3, 1, 1, 2)
+  np.testing.assert_array_equal(got[:, 0, 0], expected)
+
+
+@pytest.mark.parametrize('height,width,dtype', [(6, 10, jnp.float32), (7, 9, jnp.float32),
+                                                 (6, 10, jnp.bfloat16)])
+def test_background_median_equals_jnp_median(height, width, dtype):
+  """Sort-free for uint8 frames, and the same numbers as jnp.median of the scaled frames for
+  even (midpoint of two) and odd pixel counts and in bfloat16."""
+  rng = np.random.default_rng(height)
+  frames = rng.integers(0, 256, size=(4, height, width, 3)).astype(np.uint8)
+  frames[2] = [144, 72, 17]
+  expected = jnp.median((jnp.asarray(frames).astype(dtype) / 255.0).astype(jnp.float32),
+                        axis=(1, 2), keepdims=True).astype(dtype)
+  got = agent_lib.background_median(jnp.asarray(frames), dtype)
+  assert got.dtype == dtype and got.shape == (4, 1, 1, 3)
+  np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(expected, np.float32))
+  as_float = agent_lib.background_median(jnp.asarray(frames, jnp.float32), dtype)  # jnp.median
+  np.testing.assert_array_equal(np.asarray(as_float, np.float32), np.asarray(expected, np.float32))
+  assert 'sort' not in jax.jit(agent_lib.background_median).lower(frames).as_text()
+
+
 def test_subtract_background_makes_the_torso_blind_to_the_background_colour():
   """`subtract_background` removes each frame's per-channel median before the ConvNet: a
   uniform frame gives the all-zero input's features (zero at initialisation: zero biases),

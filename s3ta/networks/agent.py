@@ -278,6 +278,40 @@ class ConvLSTMGates(nn.Module):
     return (new_c, new_h), new_h
 
 
+def background_median(frames: jax.Array, dtype: Any = jnp.float32) -> jax.Array:
+  """Per-frame, per-channel median over h x w of `frames` [N, H, W, C] scaled by 1/255:
+  [N, 1, 1, C], equal to `jnp.median(frames.astype(dtype) / 255, axis=(1, 2))`.
+
+  For uint8 frames it counts instead of sorting (`order_statistic_uint8`): XLA's CPU sort
+  cost 13 ms per 16 gray 84x84 frames here against 0.5 ms, half of S3TA's CPU inference.
+  """
+  if frames.dtype != jnp.uint8:
+    return jnp.median((frames.astype(dtype) / 255.0).astype(jnp.float32), axis=(1, 2),
+                      keepdims=True).astype(dtype)
+  n = frames.shape[1] * frames.shape[2]
+  scaled = lambda level: (level.astype(dtype) / 255.0).astype(jnp.float32)
+  low = scaled(order_statistic_uint8(frames, (n + 1) // 2, axis=(1, 2)))
+  high = scaled(order_statistic_uint8(frames, n // 2 + 1, axis=(1, 2)))
+  return ((low + high) * 0.5).astype(dtype)  # jnp.median's midpoint of the two middle values
+
+
+def order_statistic_uint8(values: jax.Array, k: int, axis: Sequence[int]) -> jax.Array:
+  """The k-th smallest (1-based) of uint8 `values` along `axis` (kept as size 1), int32.
+
+  A binary search over the 8 bits of the answer, one count per bit: the largest v with
+  fewer than k values below it. Sort-free, so cheap on CPU (jnp.sort is a comparator sort).
+  """
+  chex.assert_type(values, jnp.uint8)
+  values = values.astype(jnp.int32)
+  result = jnp.zeros([1 if i in axis else size for i, size in enumerate(values.shape)],
+                     jnp.int32)
+  for bit in range(7, -1, -1):
+    trial = result + (1 << bit)
+    below = jnp.sum(values < trial, axis=tuple(axis), keepdims=True)
+    result = jnp.where(below < k, trial, result)
+  return result
+
+
 class ConvTorso(nn.Module):
   """The vision core's ConvNet (8x8/4 32ch, 4x4/2 64ch in the paper), ReLU.
 
@@ -291,7 +325,7 @@ class ConvTorso(nn.Module):
     dtype = self.config.compute_dtype
     x = frames.astype(dtype) / 255.0
     if self.config.subtract_background:  # the median over h x w, per frame and channel
-      x = x - jnp.median(x.astype(jnp.float32), axis=(1, 2), keepdims=True).astype(dtype)
+      x = x - background_median(frames, dtype)
     for i, (channels, kernel, stride) in enumerate(
         zip(self.config.conv_channels, self.config.conv_kernels, self.config.conv_strides)):
       x = nn.Conv(channels, (kernel, kernel), (stride, stride), padding='SAME', dtype=dtype,
