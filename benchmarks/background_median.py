@@ -24,14 +24,8 @@ from benchmarks.learner import synthetic_batch
 from s3ta.analysis.parameter_counts import load_config
 from s3ta.envs import factory
 from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step
-from s3ta.networks import AgentInput, make_network
+from s3ta.networks import make_network
 from s3ta.networks import agent as agent_lib
-
-
-def sort_median(frames, dtype=jnp.float32):
-  """The median as `subtract_background` computed it before: XLA's sort."""
-  return jnp.median((frames.astype(dtype) / 255.0).astype(jnp.float32), axis=(1, 2),
-                    keepdims=True).astype(dtype)
 
 
 @contextlib.contextmanager
@@ -39,7 +33,7 @@ def median_as(kind: str):
   """Traces the network with the sort median ('sort') or the default counting one ('count')."""
   original = agent_lib.background_median
   if kind == 'sort':
-    agent_lib.background_median = sort_median
+    agent_lib.background_median = agent_lib.sort_median
   try:
     yield
   finally:

@@ -280,19 +280,29 @@ class ConvLSTMGates(nn.Module):
 
 def background_median(frames: jax.Array, dtype: Any = jnp.float32) -> jax.Array:
   """Per-frame, per-channel median over h x w of `frames` [N, H, W, C] scaled by 1/255:
-  [N, 1, 1, C], equal to `jnp.median(frames.astype(dtype) / 255, axis=(1, 2))`.
+  [N, 1, 1, C], equal to `sort_median(frames, dtype)`.
 
   For uint8 frames it counts instead of sorting (`order_statistic_uint8`): XLA's CPU sort
   cost 17.6 ms per 16 gray 84x84 frames here against 0.95 ms, 60 % of S3TA's CPU inference.
   """
   if frames.dtype != jnp.uint8:
-    return jnp.median((frames.astype(dtype) / 255.0).astype(jnp.float32), axis=(1, 2),
-                      keepdims=True).astype(dtype)
+    return sort_median(frames, dtype)
+  axis = (1, 2)
   n = frames.shape[1] * frames.shape[2]
+  low = order_statistic_uint8(frames, (n + 1) // 2, axis=axis)
+  high = low
+  if n % 2 == 0:  # the next order statistic: low again, or the smallest value above it
+    low_count = jnp.sum(frames <= low, axis=axis, keepdims=True)
+    above = jnp.min(jnp.where(frames > low, frames, 255), axis=axis, keepdims=True)
+    high = jnp.where(low_count > n // 2, low, above.astype(jnp.int32))
   scaled = lambda level: (level.astype(dtype) / 255.0).astype(jnp.float32)
-  low = scaled(order_statistic_uint8(frames, (n + 1) // 2, axis=(1, 2)))
-  high = scaled(order_statistic_uint8(frames, n // 2 + 1, axis=(1, 2)))
-  return ((low + high) * 0.5).astype(dtype)  # jnp.median's midpoint of the two middle values
+  return ((scaled(low) + scaled(high)) * 0.5).astype(dtype)  # jnp.median's midpoint
+
+
+def sort_median(frames: jax.Array, dtype: Any = jnp.float32) -> jax.Array:
+  """`jnp.median` of the scaled frames over h x w (a comparator sort in XLA)."""
+  return jnp.median((frames.astype(dtype) / 255.0).astype(jnp.float32), axis=(1, 2),
+                    keepdims=True).astype(dtype)
 
 
 def order_statistic_uint8(values: jax.Array, k: int, axis: Sequence[int]) -> jax.Array:
