@@ -118,6 +118,25 @@ def test_tuned_variant_is_the_paper_agent_plus_the_pong_start_recipe():
   assert LearnerConfig.from_dict(config.learner).value_offset_step_size == 0.1
 
 
+def test_tuned_fast_variant_is_tuned_with_the_fast_optimizer_and_its_anneal():
+  """'tuned_fast': 'tuned' plus atari_fast.py's batch, rate, clip and 10 M-frame anneal."""
+  from experiments import atari_expert, atari_fast  # pylint: disable=g-import-not-at-top
+  tuned, fast = _flat(atari_expert.get_config('tuned')), _flat(atari_expert.get_config('tuned_fast'))
+  assert {k: fast[k] for k in fast if fast[k] != tuned[k]} == {
+      'batch_size': 8, 'unroll_length': 20, 'learner.learning_rate': 6e-4,
+      'learner.grad_clip': 40.0, 'learner.grad_clip_mode': 'global_norm',
+      'max_frames': 10_000_000, 'learner.learning_rate_decay_steps': 15_625,  # 1e7 / (4 * 8 * 20)
+      'single_machine.num_envs': 128}
+  small_s3ta = _flat(atari_fast.get_config('s3ta'))
+  for key in ('batch_size', 'unroll_length', 'learner.learning_rate', 'learner.grad_clip',
+              'learner.grad_clip_mode', 'learner.rmsprop_epsilon', 'learner.rmsprop_initial_scale',
+              'learner.learning_rate_decay_steps', 'max_frames'):
+    assert fast[key] == small_s3ta[key], key  # the recipe that held +15 on 2 CPU cores
+  config = atari_expert.get_config('tuned_fast')
+  config.max_frames = 5_000_000  # the anneal ends with the run
+  assert config.learner.learning_rate_decay_steps == 7_813
+
+
 def test_fast_s3ta_variant_is_the_lstm_baseline_with_a_small_s3ta():
   """atari_fast.py:s3ta: the LSTM baseline with a small S3TA, the value offset, an lr anneal."""
   from experiments import atari_fast  # pylint: disable=g-import-not-at-top
