@@ -11,9 +11,9 @@ seed on one H100: BENCHMARKS.md, "the value offset on Pong"): subtract_backgroun
 key_norm, 32 key channels, RMSProp epsilon 1e-4 with the mean square from 0, and the
 learned value offset; 'tuned_fast' = 'tuned' trained with the fast baseline's optimizer
 and batch (B 8 x T 20, RMSProp lr 6e-4 annealed linearly to 0 at 10 M frames, global-norm
-clip 40) on 128 environments in the single-machine trainer: training return +18.3 and
-evaluation +17.25 at 10 M frames in 10.5 minutes on one H200 (BENCHMARKS.md, "the fast
-optimizer on one H200"); 'cpu' = the paper's agent sized for a CPU-only machine (gray
+clip 40) on 128 environments in the single-machine trainer: training return +18.3 at
+10 M frames in 10.5 minutes on one H200, 15 games of the final checkpoint +18.8 +- 0.4
+(one seed; BENCHMARKS.md, "the fast optimizer on one H200"); 'cpu' = the paper's agent sized for a CPU-only machine (gray
 84x84 frames, fewer actors, smaller batch); any other word is an error. Variants are
 derived from the default below.
 """
