@@ -1,13 +1,13 @@
 """d-AWRL and g-AWRL (paper 003, `s3ta/networks/awrl.py`): the attention module against a
 NumPy computation, map shapes and normalisation, static address-only maps, content-only
-permutation equivariance, and bad settings named."""
+permutation equivariance, the address projections computed once, and bad settings named."""
 
 import jax
 import numpy as np
 import pytest
 
 from s3ta.networks import AgentInput, make_network, parameter_counts
-from s3ta.networks.awrl import AttentionModule, positional_encoding
+from s3ta.networks.awrl import AttentionModule, SplitTokens, TokenDense, positional_encoding
 
 pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
 
@@ -60,6 +60,46 @@ def test_attention_module_matches_a_numpy_computation(selection_only):
   normed = normed * np.asarray(params['norm']['scale']) + np.asarray(params['norm']['bias'])
   np.testing.assert_allclose(maps, weights, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(out, normed, rtol=1e-4, atol=1e-5)
+
+
+def test_token_dense_has_dense_parameters_and_computes_split_tokens_once_per_token():
+  """TokenDense initialises exactly as nn.Dense (checkpoints unchanged) and gives the same
+  projection of [content, address] whether the address part comes shared or per sample."""
+  import flax.linen as nn  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  content = rng.uniform(size=(3, 6, 1)).astype(np.float32)
+  address = positional_encoding(6, 4).astype(np.float32)
+  joined = np.concatenate([content, np.broadcast_to(address, (3, 6, 4))], -1)
+  dense_params = nn.Dense(8).init(jax.random.PRNGKey(2), joined)['params']
+  params = TokenDense(8).init(jax.random.PRNGKey(2), SplitTokens(content, address))['params']
+  jax.tree_util.tree_map(np.testing.assert_array_equal, params, dense_params)
+  expected = joined @ np.asarray(params['kernel']) + np.asarray(params['bias'])
+  split = TokenDense(8).apply({'params': params}, SplitTokens(content, address))
+  assert split.shape == (3, 6, 8)
+  np.testing.assert_allclose(split, expected, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(TokenDense(8).apply({'params': params}, joined), expected,
+                             rtol=1e-6, atol=1e-6)
+  address_only = SplitTokens(content[..., :0], address)  # 'address' attention: a [L, a] kernel
+  params = TokenDense(8).init(jax.random.PRNGKey(2), address_only)['params']
+  jax.tree_util.tree_map(np.testing.assert_array_equal, params,
+                         nn.Dense(8).init(jax.random.PRNGKey(2), joined[..., 1:])['params'])
+  shared = TokenDense(8).apply({'params': params}, address_only)
+  assert shared.shape == (6, 8)  # one row per token, the same for every sample
+  np.testing.assert_allclose(shared, address @ np.asarray(params['kernel']) + np.asarray(params['bias']),
+                             rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize('selection_only', [False, True])
+def test_attention_module_on_split_tokens_equals_it_on_joined_tokens(selection_only):
+  rng = np.random.default_rng(3)
+  content = rng.uniform(size=(2, 6, 1)).astype(np.float32)
+  address = positional_encoding(6, 4).astype(np.float32)
+  joined = np.concatenate([content, np.broadcast_to(address, (2, 6, 4))], -1)
+  module = AttentionModule(num_heads=2, key_size=3, model_size=4, selection_only=selection_only)
+  params = module.init(jax.random.PRNGKey(1), joined, joined)
+  split = SplitTokens(content, address)
+  for got, want in zip(module.apply(params, split, split), module.apply(params, joined, joined)):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize('kind', ['gawrl', 'dawrl'])
