@@ -13,9 +13,9 @@ learned value offset; 'tuned_fast' = 'tuned' trained with the fast baseline's op
 and batch (B 8 x T 20, RMSProp lr 6e-4 annealed linearly to 0 at 10 M frames, global-norm
 clip 40) on 128 environments in the single-machine trainer: training return +18.3 at
 10 M frames in 10.5 minutes on one H200, 15 games of the final checkpoint +18.8 +- 0.4
-(one seed; BENCHMARKS.md, "the fast optimizer on one H200"); 'cpu' = the paper's agent sized for a CPU-only machine (gray
-84x84 frames, fewer actors, smaller batch); any other word is an error. Variants are
-derived from the default below.
+(one seed; BENCHMARKS.md, "the fast optimizer on one H200"); 'cpu' = the paper's agent
+sized for a CPU-only machine (gray 84x84 frames, fewer actors, smaller batch); any other
+word is an error. Variants are derived from the default below.
 """
 
 from typing import Any
@@ -195,9 +195,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
     config.learner.grad_clip = 40.0
     config.learner.grad_clip_mode = 'global_norm'
     config.max_frames = 10_000_000
-    config.learner.learning_rate_decay_steps = updates_until_max_frames(
-        config, config.env.get_ref('frame_skip') * config.get_ref('batch_size') *
-        config.get_ref('unroll_length'))  # 15,625 updates of 640 frames; follows overrides
+    config.learner.learning_rate_decay_steps = updates_until_max_frames(config)  # 15,625 of 640 frames
     config.single_machine.num_envs = 128  # 2 groups of 64: 16 updates per unroll
   if arg == 'cpu':
     config.env.light_observation = True
@@ -214,10 +212,14 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   return config
 
 
-def updates_until_max_frames(config: ml_collections.ConfigDict, frames_per_update) -> Any:
+def updates_until_max_frames(config: ml_collections.ConfigDict, frames_per_update=None) -> Any:
   """A reference to the updates that consume `config.max_frames`, rounded up, for a learning-rate
   anneal that ends with the run: it follows later overrides of its inputs, and an explicit value
-  set on the anneal's own field replaces it."""
+  set on the anneal's own field replaces it. `frames_per_update` defaults to one IMPALA learner
+  step's: frame skip x batch x unroll."""
+  if frames_per_update is None:
+    frames_per_update = (config.env.get_ref('frame_skip') * config.get_ref('batch_size') *
+                         config.get_ref('unroll_length'))
   return (config.get_ref('max_frames') + frames_per_update - 1) // frames_per_update
 
 

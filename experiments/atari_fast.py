@@ -81,8 +81,5 @@ def get_config(arg: str = ''):
     # frames later to training 0 (BENCHMARKS.md, "annealed from the first step").
     config.max_frames = 10_000_000  # learner-consumed frames: 15,625 sgd steps of 640 frames
     config.max_seconds = 10_800.0  # 10 M frames need 2.2-3 h at this machine's 0.94-1.3 K frames/s
-    frames_per_step = (config.env.get_ref('frame_skip') * config.get_ref('batch_size') *
-                       config.get_ref('unroll_length'))  # references: follow overrides
-    config.learner.learning_rate_decay_steps = atari_expert.updates_until_max_frames(
-        config, frames_per_step)
+    config.learner.learning_rate_decay_steps = atari_expert.updates_until_max_frames(config)
   return config
