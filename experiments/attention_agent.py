@@ -35,6 +35,9 @@ def get_config(arg: str = 'take_cover'):
       init_sigma=0.1,
       rollouts_per_candidate=ROLLOUTS[task],
       diagonal=False,  # True: separable CMA-ES (pycma's CMA_diagonal), cheaper per generation
+      # step-size rule: 'pycma' (pycma 4.x's choice: TPA from 300 dimensions on, so TPA for
+      # this agent), 'csa' (cumulative, what 004's pycma most likely used) or 'tpa'
+      sigma_adaptation='pycma',
   ))
   config.evaluator = ml_collections.ConfigDict(dict(
       every_generations=10,  # 0: only at the end

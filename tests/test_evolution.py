@@ -84,6 +84,28 @@ def test_cma_es_climbs_fitness_and_resumes_exactly(tmp_path):
   np.testing.assert_array_equal(np.asarray(restored.strategy.ask()), np.asarray(state.strategy.ask()))
 
 
+@pytest.mark.parametrize('dimension, requested, used', [
+    (10, 'pycma', 'csa'), (400, 'pycma', 'tpa'), (400, 'csa', 'csa'), (10, 'tpa', 'tpa')])
+def test_the_step_size_rule_is_pycmas_choice_or_the_one_named(dimension, requested, used):
+  state = cma_es.new_state(np.zeros(dimension), 0.1, population=8, seed=0, diagonal=True,
+                           sigma_adaptation=requested)
+  assert cma_es.settings(state.strategy) == dict(population_size=8, diagonal=True,
+                                                 sigma_adaptation=used)
+  assert cma_es.resolved_sigma_adaptation(requested, dimension) == used
+  # TPA spends the first two candidates of every generation after the first on the mirrored
+  # pair mean +- shift along the last step of the mean; CSA samples all of them independently.
+  fitness = lambda xs: -((np.asarray(xs) - 0.5) ** 2).sum(axis=1)
+  for generation in range(3):
+    mean = cma_es.centre(state)
+    candidates = np.asarray(state.strategy.ask())
+    mirrored = np.allclose(candidates[0] + candidates[1], 2 * mean, atol=1e-12)
+    assert mirrored == (used == 'tpa' and generation > 0)
+    state = cma_es.tell(state, candidates, fitness(candidates))
+  with pytest.raises(ValueError, match=r"sigma_adaptation must be one of \('pycma', 'csa', "
+                     r"'tpa'\), got 'msr'"):
+    cma_es.new_strategy(np.zeros(3), 0.1, 4, 0, sigma_adaptation='msr')
+
+
 def test_checkpoints_keep_the_newest_and_ignore_partial_files(tmp_path):
   state = cma_es.new_state(np.zeros(3), 0.1, population=4, seed=0)
   for generation in (1, 2, 3):
@@ -294,6 +316,23 @@ def test_a_checkpoint_of_another_agent_is_refused(tmp_path):
                           log=lambda line: None, tensorboard=False)
 
 
+@pytest.mark.parametrize('key, value, saved', [
+    ('es.population_size', 8, 6), ('es.diagonal', True, False),
+    ('es.sigma_adaptation', 'csa', "'tpa'")])
+def test_a_resume_that_asks_for_another_strategy_is_refused(tmp_path, key, value, saved):
+  controller.Controller(_config(max_generations=1), str(tmp_path), _inline_dispatcher(),
+                        log=lambda line: None, tensorboard=False).run()
+  with pytest.raises(ValueError, match=rf'made with {key}={saved}, this config asks for '
+                     rf'{value!r}'):
+    controller.Controller(_config(**{key: value}), str(tmp_path), _inline_dispatcher(),
+                          log=lambda line: None, tensorboard=False)
+  # 'pycma' resolves to what the checkpoint uses (TPA at 3,633 dimensions): resumes.
+  logs = []
+  controller.Controller(_config(**{'es.sigma_adaptation': 'tpa'}), str(tmp_path),
+                        _inline_dispatcher(), log=logs.append, tensorboard=False)
+  assert 'resumed at generation 1' in logs[0]
+
+
 @pytest.mark.parametrize('key, value, match', [
     ('task.name', 'pong', "Unknown task 'pong'"),
     ('task.modification', 'blob', "Unknown modification 'blob'"),
@@ -301,6 +340,8 @@ def test_a_checkpoint_of_another_agent_is_refused(tmp_path):
     ('es.rollouts_per_candidate', 0, 'rollouts_per_candidate must be an integer >= 1, got 0'),
     ('num_workers', 0, r'config.num_workers must be an integer >= 1, got 0'),
     ('es.init_sigma', 0.0, 'init_sigma must be > 0'),
+    ('es.sigma_adaptation', 'msr', r"es.sigma_adaptation must be one of \('pycma', 'csa', "
+                                   r"'tpa'\), got 'msr'"),
     ('unit_timeout_s', 0.0, 'config.unit_timeout_s must be > 0, got 0.0'),
     ('checkpoint_minutes', -1.0, 'config.checkpoint_minutes must be >= 0, got -1.0'),
     ('agent.top_k', 600, r'top_k \(600\) must be <= the number of patches \(529\)'),

@@ -8,6 +8,11 @@ are kept, so a crash while saving leaves the previous one intact. Every checkpoi
 carries the distribution mean that scored best on the evaluation seeds so far
 (`best_eval_vector`): model selection on episodes that neither training nor the 100-episode
 test (seeds 0-99) plays.
+
+Step-size rule: pycma 4.x adapts sigma by two-point adaptation (TPA) for 300 or more
+dimensions and by cumulative step-size adaptation (CSA) below; 004's agent has 3,633, and
+the pycma of 2020 chose CSA for full-covariance CMA-ES at that size. `sigma_adaptation`
+names the rule ('pycma' keeps pycma's own choice).
 """
 
 import os
@@ -16,10 +21,13 @@ import re
 from typing import Any, NamedTuple, Optional
 
 import cma
+from cma import sigma_adaptation as cma_sigma
 import numpy as np
 
 CHECKPOINT_DIR = 'checkpoints'
 _NAME = re.compile(r'^es_(\d{6,})\.pkl$')
+SIGMA_ADAPTATIONS = {'pycma': True, 'csa': cma_sigma.CMAAdaptSigmaCSA,
+                     'tpa': cma_sigma.CMAAdaptSigmaTPA}
 
 
 class EvolutionState(NamedTuple):
@@ -37,20 +45,42 @@ _EVAL_FIELDS = ('best_eval_mean', 'best_eval_vector', 'best_eval_generation')
 
 
 def new_strategy(x0: np.ndarray, sigma: float, population: int, seed: int,
-                 diagonal: bool = False) -> Any:
-  """A pycma strategy; `diagonal` is separable CMA (much cheaper for large vectors)."""
+                 diagonal: bool = False, sigma_adaptation: str = 'pycma') -> Any:
+  """A pycma strategy; `diagonal` is separable CMA (much cheaper for large vectors),
+  `sigma_adaptation` one of SIGMA_ADAPTATIONS."""
+  if sigma_adaptation not in SIGMA_ADAPTATIONS:
+    raise ValueError(f'sigma_adaptation must be one of {tuple(SIGMA_ADAPTATIONS)}, '
+                     f'got {sigma_adaptation!r}.')
   options = {'popsize': population, 'seed': seed + 1,  # pycma treats seed 0 as "random"
+             'AdaptSigma': SIGMA_ADAPTATIONS[sigma_adaptation],
              'verbose': -9, 'verb_disp': 0, 'verb_log': 0, 'verb_filenameprefix': os.devnull}
   if diagonal:
     options['CMA_diagonal'] = True
   return cma.CMAEvolutionStrategy(np.asarray(x0, np.float64), sigma, options)
 
 
+def resolved_sigma_adaptation(sigma_adaptation: str, dimension: int) -> str:
+  """The rule a new strategy of this dimension will use ('pycma' resolved as pycma does)."""
+  if sigma_adaptation != 'pycma':
+    return sigma_adaptation
+  return 'tpa' if dimension >= cma.evolution_strategy.TPA_dimension else 'csa'
+
+
+def settings(strategy: Any) -> dict:
+  """What a strategy was built with and keeps for its whole run: population, separable or
+  not, and the step-size rule in use ('csa', 'tpa' or pycma's class name)."""
+  rule = type(strategy.adapt_sigma)
+  names = {cls: name for name, cls in SIGMA_ADAPTATIONS.items() if name != 'pycma'}
+  return dict(population_size=int(strategy.popsize),
+              diagonal=strategy.opts['CMA_diagonal'] is True,
+              sigma_adaptation=names.get(rule, rule.__name__))
+
+
 def new_state(x0: np.ndarray, sigma: float, population: int, seed: int,
-              diagonal: bool = False) -> EvolutionState:
+              diagonal: bool = False, sigma_adaptation: str = 'pycma') -> EvolutionState:
   counters = dict(generation=0, frames=0, rollouts=0, train_seconds=0.0, worker_deaths=0)
-  return EvolutionState(new_strategy(x0, sigma, population, seed, diagonal), counters,
-                        -np.inf, None)
+  strategy = new_strategy(x0, sigma, population, seed, diagonal, sigma_adaptation)
+  return EvolutionState(strategy, counters, -np.inf, None)
 
 
 def tell(state: EvolutionState, candidates: np.ndarray, fitness: np.ndarray) -> EvolutionState:

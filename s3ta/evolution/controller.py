@@ -58,6 +58,9 @@ def validate_config(config: Any) -> None:
   if config.evaluator.get('seeds', 'fixed') not in EVALUATION_SEEDS:
     raise ValueError(f'config.evaluator.seeds must be one of {EVALUATION_SEEDS}, '
                      f'got {config.evaluator.seeds!r}.')
+  if es.get('sigma_adaptation', 'pycma') not in cma_es.SIGMA_ADAPTATIONS:
+    raise ValueError(f'config.es.sigma_adaptation must be one of '
+                     f'{tuple(cma_es.SIGMA_ADAPTATIONS)}, got {es.sigma_adaptation!r}.')
   if not (isinstance(es.init_sigma, (int, float)) and es.init_sigma > 0):
     raise ValueError(f'config.es.init_sigma must be > 0, got {es.init_sigma!r}.')
   for name, value in (('max_seconds', config.max_seconds), ('unit_timeout_s', config.unit_timeout_s)):
@@ -66,6 +69,20 @@ def validate_config(config: Any) -> None:
   if not (isinstance(config.checkpoint_minutes, (int, float)) and config.checkpoint_minutes >= 0):
     raise ValueError(f'config.checkpoint_minutes must be >= 0, got {config.checkpoint_minutes!r}.')
   policy.agent_config(config.agent, vision_tasks.OUTPUT_SIZES[config.task.name])  # sizes
+
+
+def _check_strategy_settings(saved: dict, es: Any, size: int, where: str) -> None:
+  """ValueError if the config asks for a strategy other than the checkpoint's: a resumed
+  strategy keeps its population, covariance form and step-size rule, so a changed
+  `--config.es.*` would otherwise be silently ignored."""
+  wanted = dict(population_size=es.population_size, diagonal=bool(es.diagonal),
+                sigma_adaptation=cma_es.resolved_sigma_adaptation(
+                    es.get('sigma_adaptation', 'pycma'), size))
+  for key, value in wanted.items():
+    if saved[key] != value:
+      raise ValueError(f'the checkpoint in {where} was made with es.{key}={saved[key]!r}, this '
+                       f'config asks for {value!r}; resume with the same value or use another '
+                       '--workdir.')
 
 
 def training_seeds(seed: int, generation: int, rollouts: int) -> np.ndarray:
@@ -115,12 +132,16 @@ class Controller:
     agent = policy.FlatAgent(self.agent_config, seed=config.seed)
     self.size = agent.size
     restored = cma_es.restore(workdir)
+    sigma_adaptation = config.es.get('sigma_adaptation', 'pycma')
     if restored is None:
       self.state = cma_es.new_state(agent.initial, config.es.init_sigma,
-                                    config.es.population_size, config.seed, config.es.diagonal)
+                                    config.es.population_size, config.seed, config.es.diagonal,
+                                    sigma_adaptation)
+      rule = cma_es.settings(self.state.strategy)['sigma_adaptation'].upper()
       log(f'[evolve] new run: {config.task.name} ({config.task.modification}), '
           f'{self.size:,} parameters, population {config.es.population_size}, '
-          f'{config.es.rollouts_per_candidate} rollouts per candidate, sigma {config.es.init_sigma}')
+          f'{config.es.rollouts_per_candidate} rollouts per candidate, sigma {config.es.init_sigma} '
+          f'adapted by {rule}')
     else:
       self.state, payload = restored
       saved = np.asarray(payload['centre']).size
@@ -128,6 +149,8 @@ class Controller:
         raise ValueError(f'the checkpoint in {cma_es.checkpoint_dir(workdir)} has {saved} '
                          f'parameters, this config\'s agent {self.size}; use another --workdir '
                          'or the config it was trained with.')
+      _check_strategy_settings(cma_es.settings(self.state.strategy), config.es, self.size,
+                               cma_es.checkpoint_dir(workdir))
       log(f'[evolve] resumed at generation {self.state.counters["generation"]} '
           f'({self.state.counters["frames"]:,} frames, best fitness {self.state.best_fitness:.1f})')
     self._learner_log = metrics_lib.MetricsWriter(workdir, 'learner', tensorboard=tensorboard)
