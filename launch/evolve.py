@@ -53,7 +53,10 @@ def run_single(config, workdir: str) -> int:
              for i in range(config.num_workers)]
   try:
     dispatcher = dispatch.Dispatcher(clients, unit_timeout_s=config.unit_timeout_s, log=_print)
-    controller = controller_lib.Controller(config, workdir, dispatcher, log=_print)
+    try:
+      controller = controller_lib.Controller(config, workdir, dispatcher, log=_print)
+    except ValueError as e:  # a checkpoint this config cannot resume (agent size, strategy)
+      return _error(str(e))
     summary = controller.run(should_stop=stop.is_set)
   except KeyboardInterrupt:
     _print('[evolve] interrupted twice: stopped without a final checkpoint.')

@@ -64,3 +64,10 @@ def test_single_machine_mode_resumes_from_its_checkpoint(tmp_path):
   assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
   assert 'resumed at generation 1' in second.stdout
   assert json.load(open(os.path.join(workdir, 'summary.json')))['generations'] == 2
+  # A resume that asks for another strategy: one line, exit 2, the checkpoints untouched.
+  saved = sorted(os.listdir(os.path.join(workdir, 'checkpoints')))
+  other = _evolve(workdir, '--config.max_generations=3', *TINY, '--config.es.diagonal=True')
+  assert other.returncode == 2, (other.stdout + other.stderr)[-3000:]
+  errors = [line for line in other.stderr.splitlines() if line.startswith('error:')]
+  assert len(errors) == 1 and 'made with es.diagonal=False, this config asks for True' in errors[0]
+  assert sorted(os.listdir(os.path.join(workdir, 'checkpoints'))) == saved
