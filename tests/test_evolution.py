@@ -326,7 +326,7 @@ def test_a_resume_that_asks_for_another_strategy_is_refused(tmp_path, key, value
                      rf'{value!r}'):
     controller.Controller(_config(**{key: value}), str(tmp_path), _inline_dispatcher(),
                           log=lambda line: None, tensorboard=False)
-  # 'pycma' resolves to what the checkpoint uses (TPA at 3,633 dimensions): resumes.
+  # The checkpoint's 'pycma' chose TPA (3,633 dimensions); asking for 'tpa' by name resumes.
   logs = []
   controller.Controller(_config(**{'es.sigma_adaptation': 'tpa'}), str(tmp_path),
                         _inline_dispatcher(), log=logs.append, tensorboard=False)

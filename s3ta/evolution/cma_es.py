@@ -28,6 +28,7 @@ CHECKPOINT_DIR = 'checkpoints'
 _NAME = re.compile(r'^es_(\d{6,})\.pkl$')
 SIGMA_ADAPTATIONS = {'pycma': True, 'csa': cma_sigma.CMAAdaptSigmaCSA,
                      'tpa': cma_sigma.CMAAdaptSigmaTPA}
+_RULE_NAMES = {cma_sigma.CMAAdaptSigmaCSA: 'csa', cma_sigma.CMAAdaptSigmaTPA: 'tpa'}
 
 
 class EvolutionState(NamedTuple):
@@ -70,10 +71,9 @@ def settings(strategy: Any) -> dict:
   """What a strategy was built with and keeps for its whole run: population, separable or
   not, and the step-size rule in use ('csa', 'tpa' or pycma's class name)."""
   rule = type(strategy.adapt_sigma)
-  names = {cls: name for name, cls in SIGMA_ADAPTATIONS.items() if name != 'pycma'}
   return dict(population_size=int(strategy.popsize),
               diagonal=strategy.opts['CMA_diagonal'] is True,
-              sigma_adaptation=names.get(rule, rule.__name__))
+              sigma_adaptation=_RULE_NAMES.get(rule, rule.__name__))
 
 
 def new_state(x0: np.ndarray, sigma: float, population: int, seed: int,

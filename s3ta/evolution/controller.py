@@ -132,11 +132,10 @@ class Controller:
     agent = policy.FlatAgent(self.agent_config, seed=config.seed)
     self.size = agent.size
     restored = cma_es.restore(workdir)
-    sigma_adaptation = config.es.get('sigma_adaptation', 'pycma')
     if restored is None:
       self.state = cma_es.new_state(agent.initial, config.es.init_sigma,
                                     config.es.population_size, config.seed, config.es.diagonal,
-                                    sigma_adaptation)
+                                    config.es.get('sigma_adaptation', 'pycma'))
       rule = cma_es.settings(self.state.strategy)['sigma_adaptation'].upper()
       log(f'[evolve] new run: {config.task.name} ({config.task.modification}), '
           f'{self.size:,} parameters, population {config.es.population_size}, '
