@@ -28,7 +28,7 @@ CHECKPOINT_DIR = 'checkpoints'
 _NAME = re.compile(r'^es_(\d{6,})\.pkl$')
 SIGMA_ADAPTATIONS = {'pycma': True, 'csa': cma_sigma.CMAAdaptSigmaCSA,
                      'tpa': cma_sigma.CMAAdaptSigmaTPA}
-_RULE_NAMES = {cma_sigma.CMAAdaptSigmaCSA: 'csa', cma_sigma.CMAAdaptSigmaTPA: 'tpa'}
+_RULE_NAMES = {rule: name for name, rule in SIGMA_ADAPTATIONS.items() if name != 'pycma'}  # class -> name
 
 
 class EvolutionState(NamedTuple):
