@@ -236,7 +236,8 @@ def ppo_defaults() -> ml_collections.ConfigDict:
   ppo.gae_lambda = 0.95
   ppo.discount = 0.99
   ppo.epochs = 3  # passes over each rollout
-  ppo.num_minibatches = 4  # minibatches of environments per pass (must divide batch_size)
+  ppo.num_minibatches = 4  # minibatches per pass (must divide batch_size, or T x B for 'samples')
+  ppo.minibatch_axis = 'envs'  # whole unrolls; 'samples': shuffled steps (feed-forward agents)
   ppo.entropy_cost = 0.01
   ppo.value_cost = 0.5
   ppo.max_abs_reward = 1.0  # rewards clipped to [-1, 1]

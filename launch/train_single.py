@@ -106,7 +106,12 @@ def validate_config(config) -> Settings:
                      'env.num_envs): each unroll of all environments is cut into batches.')
   if settings.algorithm == 'ppo':
     ppo_config = ppo.PPOConfig.from_dict(config.get('ppo') or {})
-    if config.batch_size % ppo_config.num_minibatches:
+    if ppo_config.minibatch_axis == 'samples':
+      steps = config.batch_size * config.unroll_length
+      if steps % ppo_config.num_minibatches:
+        raise ValueError(f'config.ppo.num_minibatches ({ppo_config.num_minibatches}) must divide '
+                         f'the {steps} steps of one update (batch_size x unroll_length).')
+    elif config.batch_size % ppo_config.num_minibatches:
       raise ValueError(f'config.ppo.num_minibatches ({ppo_config.num_minibatches}) must divide '
                        f'config.batch_size ({config.batch_size}), the environments of one update.')
   return settings

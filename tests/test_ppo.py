@@ -91,10 +91,48 @@ def test_update_takes_epochs_times_minibatches_steps_deterministically():
     ppo.make_ppo_update(network, ppo.PPOConfig(num_minibatches=3))(state, rollout)
 
 
+def _feed_forward_network():
+  return make_network(dict(SMALL, kind='nature', nature_channels=(4, 8, 8), nature_kernels=(2, 2, 1),
+                           nature_strides=(1, 1, 1), nature_hidden=16), 3, (6, 5, 3))
+
+
+def test_sample_minibatches_of_the_whole_rollout_equal_environment_minibatches():
+  # One minibatch of everything: the loss is the same mean over the same T x B steps, whichever
+  # axis is shuffled, so one update lands on the same parameters.
+  network = _feed_forward_network()
+  rollout = make_batch(network, time=5, batch=4)
+  after = {}
+  for axis in ppo.MINIBATCH_AXES:
+    config = ppo.PPOConfig(learning_rate=1e-3, epochs=1, num_minibatches=1, minibatch_axis=axis)
+    state = ppo.init_training_state(network, config, jax.random.PRNGKey(0))
+    after[axis], _ = ppo.make_ppo_update(network, config)(state, rollout)
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+                         after['envs'].params, after['samples'].params)
+
+
+def test_sample_minibatches_split_steps_not_environments():
+  network = _feed_forward_network()
+  rollout = make_batch(network, time=5, batch=4)  # 5 steps (plus the bootstrap) x 4 envs = 20
+  config = ppo.PPOConfig(epochs=2, num_minibatches=5, minibatch_axis='samples')  # 5 of 4 steps
+  state = ppo.init_training_state(network, config, jax.random.PRNGKey(0))
+  after, _ = ppo.make_ppo_update(network, config)(state, rollout)
+  assert int(after.opt_state.count) == 10  # 2 epochs x 5 minibatches: 4 envs would allow 1, 2, 4
+  with pytest.raises(ValueError, match=r'ppo.num_minibatches \(3\) must divide the steps .* \(20\)'):
+    ppo.make_ppo_update(network, ppo.PPOConfig(num_minibatches=3, minibatch_axis='samples'))(
+        state, rollout)
+
+
+def test_sample_minibatches_refuse_a_recurrent_agent():
+  recurrent = make_network(dict(SMALL, kind='resnet_lstm'), 3, (6, 5, 3))
+  with pytest.raises(ValueError, match="minibatch_axis='samples' needs an agent without recurrent"):
+    ppo.make_ppo_update(recurrent, ppo.PPOConfig(minibatch_axis='samples'))
+
+
 @pytest.mark.parametrize('field, value, message', [
     ('epochs', 0, 'ppo.epochs must be an integer >= 1'),
     ('gae_lambda', 1.5, r'ppo.gae_lambda must be in \[0, 1\]'),
     ('clip_epsilon', 0.0, 'ppo.clip_epsilon must be > 0'),
+    ('minibatch_axis', 'time', r"ppo.minibatch_axis must be one of \('envs', 'samples'\), got 'time'"),
 ])
 def test_bad_ppo_config_is_rejected(field, value, message):
   with pytest.raises(ValueError, match=message):

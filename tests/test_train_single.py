@@ -154,6 +154,12 @@ def _cli(tmp_path, *args, timeout=120):
     (['--config=experiments/catch.py', '--config.single_machine.algorithm=ppo',
       '--config.ppo.num_minibatches=5'],
      'config.ppo.num_minibatches (5) must divide config.batch_size (32)'),
+    (['--config=experiments/catch.py', '--config.single_machine.algorithm=ppo',
+      '--config.ppo.minibatch_axis=samples', '--config.ppo.num_minibatches=7'],
+     'config.ppo.num_minibatches (7) must divide the 320 steps of one update'),
+    (['--config=experiments/catch.py', '--config.single_machine.algorithm=ppo',
+      '--config.ppo.minibatch_axis=samples'],
+     "minibatch_axis='samples' needs an agent without recurrent state; network.kind 's3ta'"),
     (['--config=experiments/catch.py', '--config.batch_size=5'],
      'config.batch_size (5) must divide the number of environments (32'),
 ])

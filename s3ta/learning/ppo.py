@@ -8,7 +8,10 @@ single-machine trainer runs either. One call is one rollout: the values and the 
 advantages come from the parameters before the update (the behaviour policy's logits
 are in the batch), then `epochs` passes over `num_minibatches` minibatches of
 environments, each a jitted optimizer step (arrays stay on the device throughout). Minibatches split the environment axis, so
-recurrent agents keep whole unrolls from their stored initial state.
+recurrent agents keep whole unrolls from their stored initial state. Agents without recurrent
+state (a frame stack is their memory) may instead draw minibatches of single steps from the
+whole rollout (`minibatch_axis='samples'`, the usual PPO for feed-forward policies), so that
+one minibatch is not one environment's 128 consecutive, strongly correlated steps.
 """
 
 import dataclasses
@@ -27,6 +30,9 @@ from s3ta.utils import dataclass_config
 from s3ta.utils import rlax_import
 
 
+MINIBATCH_AXES = ('envs', 'samples')
+
+
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
   """PPO settings; defaults are paper 002's Table 1 except the clip (0.1, the Atari value of
@@ -40,7 +46,8 @@ class PPOConfig:
   gae_lambda: float = 0.95
   discount: float = 0.99
   epochs: int = 3
-  num_minibatches: int = 4  # over the environments of one rollout
+  num_minibatches: int = 4  # over the environments (or the steps) of one rollout
+  minibatch_axis: str = 'envs'  # 'envs': whole unrolls; 'samples': shuffled steps (no recurrence)
   entropy_cost: float = 0.01
   value_cost: float = 0.5
   max_abs_reward: float = 1.0  # rewards clipped to [-max, max]
@@ -54,6 +61,9 @@ class PPOConfig:
     for name in ('epochs', 'num_minibatches'):
       if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
         raise ValueError(f'ppo.{name} must be an integer >= 1, got {getattr(self, name)!r}.')
+    if self.minibatch_axis not in MINIBATCH_AXES:
+      raise ValueError(f'ppo.minibatch_axis must be one of {MINIBATCH_AXES}, got '
+                       f'{self.minibatch_axis!r}.')
     if not isinstance(self.learning_rate_decay_updates, int) or self.learning_rate_decay_updates < 0:
       raise ValueError('ppo.learning_rate_decay_updates must be an integer >= 0, got '
                        f'{self.learning_rate_decay_updates!r}.')
@@ -136,11 +146,16 @@ def make_ppo_update(network: Network, config: PPOConfig,
                     seed: int = 0) -> Callable[[TrainingState, Trajectory], tuple[TrainingState, dict]]:
   """`update(state, rollout) -> (state, metrics)`: epochs x minibatches of jitted PPO steps.
 
-  `rollout` is a [T + 1, B] Trajectory (B divisible by `num_minibatches`); minibatches
-  are shuffled environments, drawn from a key folded from `seed` and `state.steps`.
+  `rollout` is a [T + 1, B] Trajectory (B, or T x B with `minibatch_axis='samples'`,
+  divisible by `num_minibatches`); minibatches are shuffled environments (or steps), drawn
+  from a key folded from `seed` and `state.steps`.
   `state.steps` counts updates (rollouts); metrics are the means over the minibatches.
   """
   optimizer_ = make_optimizer(config)
+  by_samples = config.minibatch_axis == 'samples'
+  if by_samples and jax.tree_util.tree_leaves(network.initial_state(1)):
+    raise ValueError("ppo.minibatch_axis='samples' needs an agent without recurrent state; "
+                     f"network.kind {network.config.kind!r} has one: use 'envs'.")
 
   def unroll(params, batch: Trajectory):
     inputs = AgentInput(batch.observation, batch.prev_action, batch.prev_reward, batch.is_first)
@@ -149,41 +164,56 @@ def make_ppo_update(network: Network, config: PPOConfig,
 
   def minibatch_loss(params, batch: Trajectory, advantages, returns, old_values, entropy_cost):
     outputs = unroll(params, batch)
-    return ppo_loss(outputs.logits[:-1], outputs.value[:-1], batch.action[:-1],
-                    batch.behaviour_logits[:-1], advantages, returns, old_values,
+    cut = (lambda x: x) if by_samples else (lambda x: x[:-1])  # unrolls end in the bootstrap step
+    return ppo_loss(cut(outputs.logits), cut(outputs.value), cut(batch.action),
+                    cut(batch.behaviour_logits), advantages, returns, old_values,
                     config=config, entropy_cost=entropy_cost)
+
+  def units(rollout: Trajectory) -> int:
+    """What minibatches split: environments, or the T x B steps (bootstrap step excluded)."""
+    steps, num_envs = rollout.action.shape[:2]
+    return (steps - 1) * num_envs if by_samples else num_envs
 
   @jax.jit
   def prepare(state: TrainingState, rollout: Trajectory):
-    """Pre-update values, GAE targets and the environment order of every minibatch."""
-    num_envs = rollout.action.shape[1]
+    """Pre-update values, GAE targets and the units (envs or steps) of every minibatch."""
     old_values = unroll(state.params, rollout).value  # [T + 1, B]
     rewards = jnp.clip(rollout.reward[:-1], -config.max_abs_reward, config.max_abs_reward)
     advantages, returns = gae(rewards, config.discount * rollout.discount[:-1], old_values,
                               config.gae_lambda)
     key = jax.random.fold_in(jax.random.PRNGKey(seed), state.steps)
-    order = jnp.concatenate([jax.random.permutation(k, num_envs)
+    count = units(rollout)
+    order = jnp.concatenate([jax.random.permutation(k, count)
                              for k in jax.random.split(key, config.epochs)])
-    return advantages, returns, old_values[:-1], order.reshape(-1, num_envs // config.num_minibatches)
+    return advantages, returns, old_values[:-1], order.reshape(-1, count // config.num_minibatches)
+
+  def select(rollout: Trajectory, targets, index):
+    """The minibatch `index` picks: [T + 1, b] unrolls of environments, or [1, n] steps."""
+    if by_samples:  # feed-forward: each step's observation is all the agent needs
+      pick = lambda x: jnp.take(x.reshape((-1,) + x.shape[2:]), index, axis=0)[None]
+      steps = jax.tree_util.tree_map(lambda x: pick(x[:-1]), rollout._replace(initial_state=()))
+      return steps._replace(initial_state=rollout.initial_state), [pick(t) for t in targets]
+    take = lambda x: jnp.take(x, index, axis=1)
+    batch = jax.tree_util.tree_map(take, rollout._replace(initial_state=()))._replace(
+        initial_state=jax.tree_util.tree_map(lambda x: jnp.take(x, index, axis=0),
+                                             rollout.initial_state))
+    return batch, [take(t) for t in targets]
 
   @jax.jit
-  def minibatch_step(params, opt_state, rollout: Trajectory, targets, envs, entropy_cost):
-    """One optimizer step on the environments `envs` of the rollout."""
-    take = lambda x: jnp.take(x, envs, axis=1)
-    batch = jax.tree_util.tree_map(take, rollout._replace(initial_state=()))._replace(
-        initial_state=jax.tree_util.tree_map(lambda x: jnp.take(x, envs, axis=0),
-                                             rollout.initial_state))
-    grads, metrics = jax.grad(minibatch_loss, has_aux=True)(
-        params, batch, *map(take, targets), entropy_cost)
+  def minibatch_step(params, opt_state, rollout: Trajectory, targets, index, entropy_cost):
+    """One optimizer step on the minibatch `index` of the rollout."""
+    batch, batch_targets = select(rollout, targets, index)
+    grads, metrics = jax.grad(minibatch_loss, has_aux=True)(params, batch, *batch_targets,
+                                                            entropy_cost)
     metrics['grad_norm'] = optax.global_norm(grads)
     updates, opt_state = optimizer_.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, metrics
 
   def update(state: TrainingState, rollout: Trajectory) -> tuple[TrainingState, dict]:
-    num_envs = rollout.action.shape[1]
-    if num_envs % config.num_minibatches:
+    if units(rollout) % config.num_minibatches:
+      what = 'steps (T x B)' if by_samples else 'environments'
       raise ValueError(f'ppo.num_minibatches ({config.num_minibatches}) must divide the '
-                       f'environments of a rollout ({num_envs}).')
+                       f'{what} of a rollout ({units(rollout)}).')
     *targets, order = prepare(state, rollout)
     # A host loop of one jitted step per minibatch, not a lax.scan: XLA:CPU runs convolution
     # gradients inside a while loop several times slower, and unrolling compiles for minutes.
