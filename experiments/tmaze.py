@@ -37,6 +37,9 @@ views before the episode's first (`env.frame_stack_fill = 'zeros'`): with 32 cop
 first view, a blocked first move left the window unchanged and 12 of 140 greedy episodes
 (7 seeds) froze for good; with blank views 1 of 140 did, and greedy returns went from
 8.28 +- 0.54 to 9.18 +- 0.13 (training 8.42 -> 8.64; BENCHMARKS.md, T-maze routes).
+PPO minibatches of shuffled steps (`ppo.minibatch_axis = 'samples'`, possible for this
+feed-forward agent) instead of whole environments gave no gain over 7 seeds (8.56 +- 0.31
+against 8.64 +- 0.11; BENCHMARKS.md, "T-maze attention agent, PPO minibatches"): kept off.
 `env.route = 'any'` pays the T route (back along the top, down the centre and up) like the
 figure 8; 'figure8' does not, and did not help the attention agent (same section).
 """
