@@ -106,14 +106,13 @@ def validate_config(config) -> Settings:
                      'env.num_envs): each unroll of all environments is cut into batches.')
   if settings.algorithm == 'ppo':
     ppo_config = ppo.PPOConfig.from_dict(config.get('ppo') or {})
-    if ppo_config.minibatch_axis == 'samples':
-      steps = config.batch_size * config.unroll_length
-      if steps % ppo_config.num_minibatches:
-        raise ValueError(f'config.ppo.num_minibatches ({ppo_config.num_minibatches}) must divide '
-                         f'the {steps} steps of one update (batch_size x unroll_length).')
-    elif config.batch_size % ppo_config.num_minibatches:
+    units = ppo.minibatch_units(ppo_config, config.unroll_length, config.batch_size)
+    if units % ppo_config.num_minibatches:
+      what = (f'the {units} steps of one update (batch_size x unroll_length)'
+              if ppo_config.minibatch_axis == 'samples' else
+              f'config.batch_size ({units}), the environments of one update')
       raise ValueError(f'config.ppo.num_minibatches ({ppo_config.num_minibatches}) must divide '
-                       f'config.batch_size ({config.batch_size}), the environments of one update.')
+                       f'{what}.')
   return settings
 
 

@@ -62,10 +62,13 @@ def test_advantages_are_normalised_per_minibatch():
   assert abs(float(m['pg_loss'])) < 1e-6  # normalised advantages have mean 0
 
 
+def _feed_forward_network():
+  return make_network(dict(SMALL, kind='nature', nature_channels=(4, 8, 8), nature_kernels=(2, 2, 1),
+                           nature_strides=(1, 1, 1), nature_hidden=16), 3, (6, 5, 3))
+
+
 def test_update_takes_epochs_times_minibatches_steps_deterministically():
-  network = make_network(dict(SMALL, kind='nature', nature_channels=(4, 8, 8),
-                              nature_kernels=(2, 2, 1), nature_strides=(1, 1, 1),
-                              nature_hidden=16), 3, (6, 5, 3))
+  network = _feed_forward_network()
   config = ppo.PPOConfig(learning_rate=1e-3, epochs=2, num_minibatches=2)
   update = ppo.make_ppo_update(network, config)
   state = ppo.init_training_state(network, config, jax.random.PRNGKey(0))
@@ -89,11 +92,6 @@ def test_update_takes_epochs_times_minibatches_steps_deterministically():
   assert float(m2['learning_rate']) == pytest.approx(1e-3 / 8)
   with pytest.raises(ValueError, match=r'ppo.num_minibatches \(3\) must divide .* \(4\)'):
     ppo.make_ppo_update(network, ppo.PPOConfig(num_minibatches=3))(state, rollout)
-
-
-def _feed_forward_network():
-  return make_network(dict(SMALL, kind='nature', nature_channels=(4, 8, 8), nature_kernels=(2, 2, 1),
-                           nature_strides=(1, 1, 1), nature_hidden=16), 3, (6, 5, 3))
 
 
 def test_sample_minibatches_of_the_whole_rollout_equal_environment_minibatches():

@@ -76,6 +76,12 @@ class PPOConfig:
     return dataclass_config.from_dict(cls, values, 'ppo')
 
 
+def minibatch_units(config: PPOConfig, steps: int, num_envs: int) -> int:
+  """What `num_minibatches` splits in a rollout of `steps` x `num_envs` (bootstrap step not
+  counted): its environments, or with `minibatch_axis='samples'` its steps x environments."""
+  return steps * num_envs if config.minibatch_axis == 'samples' else num_envs
+
+
 # Where PPO's optimizer keeps its config's hyperparameters in `opt_state.hyperparams`.
 OPTIMIZER_NAMES = {'learning_rate': 'learning_rate', 'adam_epsilon': 'epsilon'}
 
@@ -170,9 +176,8 @@ def make_ppo_update(network: Network, config: PPOConfig,
                     config=config, entropy_cost=entropy_cost)
 
   def units(rollout: Trajectory) -> int:
-    """What minibatches split: environments, or the T x B steps (bootstrap step excluded)."""
     steps, num_envs = rollout.action.shape[:2]
-    return (steps - 1) * num_envs if by_samples else num_envs
+    return minibatch_units(config, steps - 1, num_envs)  # the last step only bootstraps
 
   @jax.jit
   def prepare(state: TrainingState, rollout: Trajectory):
