@@ -97,6 +97,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.time_key_size = 16  # d_k
   config.network.time_value_size = 32  # d_v
   config.network.time_hidden = 64  # dense layer before the heads; 0: tokens straight in (002)
+  config.network.time_hidden_activation = 'relu'  # that dense layer's nonlinearity (same choices)
   config.network.time_readout = 'all'  # heads read 'all' T tokens (002) or the 'newest' one
   config.network.time_activation = 'relu'  # tokens' nonlinearity: 'relu', 'leaky_relu', 'tanh', 'none'
   config.network.time_previous_inputs = False  # previous action and reward into its heads too

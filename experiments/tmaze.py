@@ -32,7 +32,10 @@ Four settings differ from the obvious reading, all measured (BENCHMARKS.md, T-ma
   (`--config.max_frames=2000000` anneals over 2 M steps).
 The attention agent's tokens are linear (`network.time_activation = 'none'`): with relu,
 every PPO run ended with all 1,024 token units dead on every observation (a constant,
-uniform policy), and leaky relu left 8 % of them ever positive. Its window starts as blank
+uniform policy), and leaky relu left 8 % of them ever positive. Likewise a dense layer of 64
+units between the tokens and the heads (`network.time_hidden = 64`) ended with every relu unit
+dead or every tanh unit saturated, at the random level (seed 0; BENCHMARKS.md, "a dense layer
+before the heads"), so the tokens go straight into the heads. Its window starts as blank
 views before the episode's first (`env.frame_stack_fill = 'zeros'`): with 32 copies of the
 first view, a blocked first move left the window unchanged and 12 of 140 greedy episodes
 (7 seeds) froze for good; with blank views 1 of 140 did, and greedy returns went from

@@ -255,6 +255,27 @@ def test_tokens_pushed_negative_die_only_under_relu(activation):
 
 
 @pytest.mark.parametrize('activation', ['relu', 'tanh', 'none'])
+def test_time_attention_dense_layer_pushed_negative_goes_constant_only_under_relu(activation):
+  # `time_hidden_activation` names the dense layer's nonlinearity: pushed to -5 on every
+  # observation, relu units output a constant with no gradient, tanh and linear ones do not.
+  network = make_network({'kind': 'time_attention', 'time_hidden': 16, 'time_activation': 'none',
+                          'time_hidden_activation': activation}, 5, (5, 5, 3 * 4))
+  params = network.init(jax.random.PRNGKey(0))
+  params['torso']['hidden']['bias'] = np.full_like(params['torso']['hidden']['bias'], -5.0)
+  views = np.random.default_rng(8).integers(0, 2, (1, 3, 5, 5, 12)).astype(np.uint8) * 255
+  inputs = AgentInput(views, np.zeros((1, 3), np.int32), np.zeros((1, 3), np.float32),
+                      np.zeros((1, 3), bool))
+  logits = lambda p: network.unroll(p, inputs, network.initial_state(3))[0].logits
+  spread = float(np.asarray(logits(params)).std(axis=1).max())  # across the 3 observations
+  grads = jax.grad(lambda p: logits(p)[..., 0].sum())(params)
+  query_grad = float(np.abs(np.asarray(grads['torso']['query']['kernel'])).max())
+  if activation == 'relu':
+    assert spread == 0.0 and query_grad == 0.0
+  else:
+    assert spread > 1e-7 and query_grad > 0.0
+
+
+@pytest.mark.parametrize('activation', ['relu', 'tanh', 'none'])
 def test_gawrl_dense_layer_pushed_negative_dies_only_under_relu(activation):
   # RAM Pong under PPO left 5 of g-AWRL's 64 relu units ever positive. A layer pushed below
   # zero everywhere gives constant logits and no gradient to the attention under relu only.

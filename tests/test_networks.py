@@ -286,6 +286,7 @@ def test_step_matches_a_one_step_unroll_and_threshold_one_is_hard_attention():
     (dict(conv_kernels=(8,)), 'equal lengths'),
     (dict(lstm_sise=3), 'Unknown network config field'),
     (dict(time_activation='gelu'), r"time_activation must be one of \('relu', 'leaky_relu', 'tanh', 'none'\), got 'gelu'"),
+    (dict(time_hidden_activation='gelu'), r"time_hidden_activation must be one of \('relu', .*\), got 'gelu'"),
     (dict(awrl_hidden_activation='elu'), r"awrl_hidden_activation must be one of \('relu', .*\), got 'elu'"),
     (dict(time_readout='mean'), r"time_readout must be one of \('all', 'newest'\), got 'mean'"),
     (dict(kind='l2_keys', key_norm=True), "key_norm=True does not apply to kind='l2_keys'"),

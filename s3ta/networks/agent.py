@@ -95,6 +95,7 @@ class NetworkConfig:
   time_readout: str = 'all'  # what the heads read: 'all' T tokens flattened (002 Table 4) or
   # the 'newest' view's token only (its own values plus what it read from the past)
   time_activation: str = 'relu'  # the tokens' nonlinearity: 'relu', 'leaky_relu' or 'none'
+  time_hidden_activation: str = 'relu'  # the dense layer's (`time_hidden` > 0): any of ACTIVATIONS
   time_previous_inputs: bool = False  # also feed the previous action and reward to its heads
   lstm_previous_inputs: bool = True  # 'resnet_lstm' / 'nature_lstm': previous action and reward
   # into the LSTM with the torso's features (False: the views alone, like 002's attention agent)
@@ -128,7 +129,7 @@ class NetworkConfig:
     if self.time_readout not in time_attention.READOUTS:
       raise ValueError(f'time_readout must be one of {time_attention.READOUTS}, got '
                        f'{self.time_readout!r}.')
-    for name in ('time_activation', 'awrl_hidden_activation'):
+    for name in ('time_activation', 'time_hidden_activation', 'awrl_hidden_activation'):
       if getattr(self, name) not in activations.ACTIVATIONS:
         raise ValueError(f'{name} must be one of {tuple(activations.ACTIVATIONS)}, got '
                          f'{getattr(self, name)!r}.')

@@ -21,7 +21,8 @@ entropy bonus both reward a constant output, and dead ReLUs are a constant outpu
 gradient back. 'leaky_relu' keeps a gradient for every unit, yet PPO still pushed 92 % of
 them below zero for good; 'none' (linear tokens; experiments/tmaze.py:attention) cannot
 collapse that way, and the softmax attention is still nonlinear in the views.
-`time_hidden` > 0 puts a dense layer between the tokens and the heads.
+`time_hidden` > 0 puts a dense layer between the tokens and the heads, with the nonlinearity
+`time_hidden_activation`.
 `time_residual` adds each view's own values to what it reads, the residual connection of a
 Transformer layer (no parameters): at initialisation attention is near uniform, so without
 it every token is close to the mean of all T views' values, the current view weighs 1/T
@@ -74,5 +75,6 @@ class TimeAttentionTorso(nn.Module):
     features = ACTIVATIONS[cfg.time_activation](tokens)  # [N, T, d_v]
     features = features[:, -1] if cfg.time_readout == 'newest' else features.reshape(n, steps * dv)
     if cfg.time_hidden:
-      features = nn.relu(nn.Dense(cfg.time_hidden, dtype=dtype, name='hidden')(features))
+      hidden = nn.Dense(cfg.time_hidden, dtype=dtype, name='hidden')(features)
+      features = ACTIVATIONS[cfg.time_hidden_activation](hidden)
     return features, maps[:, :, -1]
