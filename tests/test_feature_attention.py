@@ -53,6 +53,7 @@ def test_gawrl_maps_are_labelled_with_feature_names(tmp_path):
   assert len(mass) == 4 * 8  # heads x features
   for head in range(4):  # an average query's weights over the 8 features sum to 1
     assert sum(float(r['mass']) for r in mass if r['head'] == str(head)) == pytest.approx(1, abs=1e-3)
+  assert not os.path.exists(os.path.join(out, 'irrelevant_mass.csv'))  # Pong alone: no noise
 
 
 def test_feature_mass_sums_a_features_tokens_against_a_uniform_share():
@@ -75,6 +76,33 @@ def test_feature_mass_sums_a_features_tokens_against_a_uniform_share():
   three = ['a@t-0', 'b@t-1', 'b@t-0', 'c@t-0']  # unequal token counts: shares 1/4, 2/4, 1/4
   rows = feature_attention.feature_mass(three, np.array([[[0.5, 0.25, 0.25, 0.0]]]))
   assert [r['lift'] for r in rows] == [pytest.approx(2.0), pytest.approx(1.0), pytest.approx(0.0)]
+
+
+def test_irrelevant_mass_adds_the_random_and_distractor_features_against_their_share():
+  labels = ['ball_x@t-1', 'ball_x@t-0', 'random_0@t-1', 'random_0@t-0',
+            'distractor1_ball_x@t-1', 'distractor1_ball_x@t-0', 'player_y@t-1', 'player_y@t-0']
+  maps = np.array([[[0.3, 0.3, 0.05, 0.05, 0.0, 0.1, 0.1, 0.1],   # [steps, heads, L]
+                    [0.0, 0.0, 0.25, 0.25, 0.25, 0.25, 0.0, 0.0]]])
+  rows = feature_attention.irrelevant_mass(labels, feature_attention.feature_mass(labels, maps))
+  assert [(r['head'], r['features']) for r in rows] == [(0, 2), (1, 2)]
+  assert rows[0]['mass'] == pytest.approx(0.2) and rows[0]['share'] == pytest.approx(0.5)
+  assert rows[0]['lift'] == pytest.approx(0.4)  # looks away from the noise
+  assert rows[1]['mass'] == pytest.approx(1.0) and rows[1]['lift'] == pytest.approx(2.0)
+
+
+def test_random_features_get_an_irrelevant_mass_csv(tmp_path):
+  config = ram_features.get_config('Pong,2')
+  config.network.kind = 'dawrl'
+  _checkpoint(tmp_path / 'run', config)
+  out = str(tmp_path / 'out')
+  assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "run"}', f'--out={out}',
+                   '--steps=3']) == 0
+  with open(os.path.join(out, 'irrelevant_mass.csv')) as f:
+    rows = list(csv.DictReader(f))
+  assert [r['head'] for r in rows] == ['0', '1', '2', '3']
+  for row in rows:  # 2 random features of 10, 4 tokens each
+    assert row['features'] == '2' and float(row['share']) == pytest.approx(0.2)
+    assert 0.0 <= float(row['mass']) <= 1.0
 
 
 def test_time_attention_maps_over_past_views_and_bad_uses_are_named(tmp_path):

@@ -12,7 +12,10 @@ Output: `feature_attention.png` and `feature_attention.csv` (the averaged maps, 
 For the RAM-feature agents, `feature_mass.csv` sums each feature's T tokens: per head, the
 mass the feature receives from an average query, its lift over a uniform map (mass x F), and
 its std over the steps (how much the map follows the observation: 0 when attention is
-conditioned on address only, 003 Experiment 3).
+conditioned on address only, 003 Experiment 3). When the observation carries irrelevant
+features (002's random bytes `random_i`, 003's distractor games `distractorD_*`),
+`irrelevant_mass.csv` gives per head the mass on all of them together against their share
+of a uniform map (002's claim: attention selects the relevant features over the noise).
 For the T-maze, `reward_attention.csv` adds 002's Fig. 6 test: per head, the attention mass
 on the past views that show the collectible reward, against those views' share of the window
 (lift > 1: the head looks at the reward's sightings more than at other views), and 002's
@@ -102,6 +105,23 @@ def feature_mass(labels: list[str], maps: np.ndarray) -> list[dict]:
           for head in range(mean.shape[0]) for i, name in enumerate(names)]
 
 
+IRRELEVANT_PREFIXES = ('random_', 'distractor')  # s3ta.envs.atari_ram.feature_order's names
+
+
+def irrelevant_mass(labels: list[str], feature_rows: list[dict]) -> list[dict]:
+  """Per head, from `feature_mass` rows over `labels`' tokens: the mass on the irrelevant
+  features together, their tokens' share of a uniform map, and the lift (mass / share; below
+  1: the head looks away from them)."""
+  share = np.mean([label.startswith(IRRELEVANT_PREFIXES) for label in labels])
+  rows = []
+  for head in sorted({r['head'] for r in feature_rows}):
+    own = [r for r in feature_rows if r['head'] == head and r['feature'].startswith(IRRELEVANT_PREFIXES)]
+    mass = sum(r['mass'] for r in own)
+    rows.append(dict(head=head, features=len(own), mass=mass, share=float(share),
+                     lift=mass / share if share else float('nan')))
+  return rows
+
+
 def record(checkpoint: str, steps: int, seed: int = 0, greedy: bool = False):
   """(kind, labels, maps [steps, heads, ...], returns, shown) of `steps` steps of the run's agent.
 
@@ -160,9 +180,18 @@ def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str,
     with open(path, 'w', newline='') as f:
       writer = csv.DictWriter(f, ['head', 'feature', 'mass', 'lift', 'std_over_steps'])
       writer.writeheader()
+      rows = feature_mass(labels, maps)
       writer.writerows({k: (f'{v:.5f}' if isinstance(v, float) else v) for k, v in row.items()}
-                       for row in feature_mass(labels, maps))
+                       for row in rows)
     written.append(path)
+    if any(r['feature'].startswith(IRRELEVANT_PREFIXES) for r in rows):
+      path = os.path.join(out, 'irrelevant_mass.csv')
+      with open(path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, ['head', 'features', 'mass', 'share', 'lift'])
+        writer.writeheader()
+        writer.writerows({k: (f'{v:.5f}' if isinstance(v, float) else v) for k, v in row.items()}
+                         for row in irrelevant_mass(labels, rows))
+      written.append(path)
   mean = maps.mean(axis=0)  # [heads, ...]
   csv_path = os.path.join(out, 'feature_attention.csv')
   with open(csv_path, 'w', newline='') as f:
