@@ -29,6 +29,15 @@ def _checkpoint(workdir, config):
                   network_config=config.network.to_dict())
 
 
+def _analyse(tmp_path, config, steps):
+  """Saves an initial checkpoint of `config`'s run, runs the CLI on it; returns the out dir."""
+  _checkpoint(tmp_path / 'run', config)
+  out = str(tmp_path / 'out')
+  assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "run"}', f'--out={out}',
+                   f'--steps={steps}']) == 0
+  return out
+
+
 def _read_csv(out):
   with open(os.path.join(out, 'feature_attention.csv')) as f:
     return list(csv.reader(f))
@@ -37,10 +46,7 @@ def _read_csv(out):
 def test_gawrl_maps_are_labelled_with_feature_names(tmp_path):
   config = ram_features.get_config('Pong')
   config.network.kind = 'gawrl'
-  _checkpoint(tmp_path / 'run', config)
-  out = str(tmp_path / 'out')
-  assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "run"}', f'--out={out}',
-                   '--steps=4']) == 0
+  out = _analyse(tmp_path, config, steps=4)
   rows = _read_csv(out)
   assert rows[0][:2] == ['head', 'query'] and len(rows[0]) == 2 + 8 * 4
   assert 'ball_x@t-0' in rows[0] and 'player_y@t-3' in rows[0]
@@ -93,10 +99,7 @@ def test_irrelevant_mass_adds_the_random_and_distractor_features_against_their_s
 def test_random_features_get_an_irrelevant_mass_csv(tmp_path):
   config = ram_features.get_config('Pong,2')
   config.network.kind = 'dawrl'
-  _checkpoint(tmp_path / 'run', config)
-  out = str(tmp_path / 'out')
-  assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "run"}', f'--out={out}',
-                   '--steps=3']) == 0
+  out = _analyse(tmp_path, config, steps=3)
   with open(os.path.join(out, 'irrelevant_mass.csv')) as f:
     rows = list(csv.DictReader(f))
   assert [r['head'] for r in rows] == ['0', '1', '2', '3']
@@ -107,10 +110,7 @@ def test_random_features_get_an_irrelevant_mass_csv(tmp_path):
 
 def test_time_attention_maps_over_past_views_and_bad_uses_are_named(tmp_path):
   config = tmaze.get_config('attention')
-  _checkpoint(tmp_path / 'maze', config)
-  out = str(tmp_path / 'out')
-  assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "maze"}', f'--out={out}',
-                   '--steps=3']) == 0
+  out = _analyse(tmp_path, config, steps=3)
   rows = _read_csv(out)
   assert rows[0] == ['head'] + [f't-{31 - i}' for i in range(32)] and len(rows) == 5
   with open(os.path.join(out, 'reward_attention.csv')) as f:

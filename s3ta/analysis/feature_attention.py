@@ -35,6 +35,7 @@ from s3ta.acting.actor_core import agent_input
 from s3ta.analysis import render
 from s3ta.analysis.rollout import restore_agent, trained_env_config
 from s3ta.envs import factory
+from s3ta.envs.atari_ram import IRRELEVANT_PREFIXES
 
 KINDS = ('gawrl', 'dawrl', 'time_attention')
 
@@ -105,9 +106,6 @@ def feature_mass(labels: list[str], maps: np.ndarray) -> list[dict]:
           for head in range(mean.shape[0]) for i, name in enumerate(names)]
 
 
-IRRELEVANT_PREFIXES = ('random_', 'distractor')  # s3ta.envs.atari_ram.feature_order's names
-
-
 def irrelevant_mass(labels: list[str], feature_rows: list[dict]) -> list[dict]:
   """Per head, from `feature_mass` rows over `labels`' tokens: the mass on the irrelevant
   features together, their tokens' share of a uniform map, and the lift (mass / share; below
@@ -161,6 +159,16 @@ def record(checkpoint: str, steps: int, seed: int = 0, greedy: bool = False):
     env.close()
 
 
+def _write_rounded(path: str, rows: list[dict]) -> str:
+  """`rows` as a CSV with their keys as the header and floats to 5 decimals; returns `path`."""
+  with open(path, 'w', newline='') as f:
+    writer = csv.DictWriter(f, list(rows[0]))
+    writer.writeheader()
+    writer.writerows({k: (f'{v:.5f}' if isinstance(v, float) else v) for k, v in row.items()}
+                     for row in rows)
+  return path
+
+
 def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str,
           shown: Optional[np.ndarray] = None) -> list[str]:
   """The PNG (one panel per head), the CSV of the step-averaged maps, and the per-feature
@@ -176,22 +184,11 @@ def write(kind: str, labels: list[str], maps: np.ndarray, out: str, title: str,
       writer.writerows(reward_attention(maps, shown))
     written.append(path)
   if kind in ('gawrl', 'dawrl'):
-    path = os.path.join(out, 'feature_mass.csv')
-    with open(path, 'w', newline='') as f:
-      writer = csv.DictWriter(f, ['head', 'feature', 'mass', 'lift', 'std_over_steps'])
-      writer.writeheader()
-      rows = feature_mass(labels, maps)
-      writer.writerows({k: (f'{v:.5f}' if isinstance(v, float) else v) for k, v in row.items()}
-                       for row in rows)
-    written.append(path)
-    if any(r['feature'].startswith(IRRELEVANT_PREFIXES) for r in rows):
-      path = os.path.join(out, 'irrelevant_mass.csv')
-      with open(path, 'w', newline='') as f:
-        writer = csv.DictWriter(f, ['head', 'features', 'mass', 'share', 'lift'])
-        writer.writeheader()
-        writer.writerows({k: (f'{v:.5f}' if isinstance(v, float) else v) for k, v in row.items()}
-                         for row in irrelevant_mass(labels, rows))
-      written.append(path)
+    rows = feature_mass(labels, maps)
+    written.append(_write_rounded(os.path.join(out, 'feature_mass.csv'), rows))
+    if any(label.startswith(IRRELEVANT_PREFIXES) for label in labels):
+      written.append(_write_rounded(os.path.join(out, 'irrelevant_mass.csv'),
+                                    irrelevant_mass(labels, rows)))
   mean = maps.mean(axis=0)  # [heads, ...]
   csv_path = os.path.join(out, 'feature_attention.csv')
   with open(csv_path, 'w', newline='') as f:

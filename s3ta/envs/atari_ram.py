@@ -82,13 +82,17 @@ def check_options(game: str, history: int, random_features: int, distractors: in
                      f'distractor game(s); allowed: {DISTRACTOR_POLICIES}.')
 
 
+DISTRACTOR_PREFIX, RANDOM_PREFIX = 'distractor', 'random_'  # names of the irrelevant features
+IRRELEVANT_PREFIXES = (DISTRACTOR_PREFIX, RANDOM_PREFIX)
+
+
 def feature_order(game: str, random_features: int, shuffle_seed: int,
                   distractors: int = 0) -> tuple[list[str], np.ndarray]:
   """(names in observation order, permutation): position j shows feature `perm[j]` of the
   unshuffled list (the game's features, each distractor's, then the random ones)."""
   own = [name for name, _ in FEATURES[game]]
-  names = own + [f'distractor{d}_{name}' for d in range(1, distractors + 1) for name in own]
-  names += [f'random_{i}' for i in range(random_features)]
+  names = own + [f'{DISTRACTOR_PREFIX}{d}_{name}' for d in range(1, distractors + 1) for name in own]
+  names += [f'{RANDOM_PREFIX}{i}' for i in range(random_features)]
   perm = np.random.default_rng(shuffle_seed).permutation(len(names))
   return [names[i] for i in perm], perm
 
