@@ -4,7 +4,9 @@ Rebuilds the run's environment from its newest checkpoint, plays `--steps` rando
 steps in 8 environments, runs the agent's torso on those observations with Flax's
 `capture_intermediates`, and prints per layer output the fraction of units positive on
 any observation, the fraction of (unit, observation) pairs positive, and the fraction of
-pairs saturated for a tanh (|x| > 2.65, where tanh'(x) < 0.02). Under a ReLU a unit never
+pairs saturated for a tanh (|x| > 2.65, where tanh'(x) < 0.02), and the share of the layer's
+mean square that varies with the observation (summed variance over observations / summed mean
+square; 0 for an output that ignores its input). Under a ReLU a unit never
 positive is dead: no output, no gradient. (On the T-maze every relu attention agent ended
 with all its token units dead; BENCHMARKS.md.) Outputs are the layers' pre-activations.
 
@@ -36,9 +38,10 @@ def random_play(workdir: str, steps: int):
   return agent, np.concatenate(observations)
 
 
-def layer_activity(agent, frames: np.ndarray) -> list[tuple[str, tuple, float, float, float]]:
+def layer_activity(agent, frames: np.ndarray) -> list[tuple[str, tuple, float, float, float, float]]:
   """Per torso layer on `frames` [N, ...]: (layer output, shape, fraction of units ever > 0,
-  of (unit, observation) pairs > 0, of pairs saturated)."""
+  of (unit, observation) pairs > 0, of pairs saturated, share of the mean square that varies
+  with the observation)."""
   n = len(frames)
   inputs = AgentInput(frames[None], np.zeros((1, n), np.int32), np.zeros((1, n), np.float32),
                       np.zeros((1, n), bool))
@@ -51,9 +54,12 @@ def layer_activity(agent, frames: np.ndarray) -> list[tuple[str, tuple, float, f
     output = np.asarray(output)
     if not name.startswith('torso/') or output.shape[0] != n or output.shape[-1] < 4:
       continue  # the heads' outputs and anything not per observation
-    positive = output.reshape(n, -1) > 0
+    flat = output.reshape(n, -1).astype(np.float64)
+    positive = flat > 0
+    mean_square = float((flat ** 2).mean(0).sum())
+    varying = float(flat.var(0).sum()) / mean_square if mean_square else 0.0
     rows.append((name, output.shape, float(positive.any(0).mean()), float(positive.mean()),
-                 float((np.abs(output) > SATURATED).mean())))
+                 float((np.abs(output) > SATURATED).mean()), varying))
   return rows
 
 
@@ -64,9 +70,10 @@ def main() -> None:
   args = parser.parse_args()
   for workdir in args.workdirs:
     print(f'== {workdir}')
-    for name, shape, ever, pairs, saturated in layer_activity(*random_play(workdir, args.steps)):
+    for name, shape, ever, pairs, saturated, varying in layer_activity(
+        *random_play(workdir, args.steps)):
       print(f'  {name:50s} {str(shape):18s} units ever > 0: {ever:.3f}   pairs > 0: {pairs:.3f}'
-            f'   pairs |x| > {SATURATED}: {saturated:.3f}')
+            f'   pairs |x| > {SATURATED}: {saturated:.3f}   varying: {varying:.3f}')
 
 
 if __name__ == '__main__':
