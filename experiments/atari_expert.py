@@ -100,6 +100,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.time_hidden_activation = 'relu'  # that dense layer's nonlinearity (same choices)
   config.network.time_readout = 'all'  # heads read 'all' T tokens (002) or the 'newest' one
   config.network.time_activation = 'relu'  # tokens' nonlinearity: 'relu', 'leaky_relu', 'tanh', 'none'
+  config.network.time_token_norm = 'none'  # before it: 'none', 'layer' or 'scale_only'
   config.network.time_previous_inputs = False  # previous action and reward into its heads too
   config.network.lstm_previous_inputs = True  # LSTM baselines: previous action and reward in
   config.network.time_residual = False  # add each view's own values to its read (residual)

@@ -232,15 +232,21 @@ def test_under_uniform_attention_only_the_residual_tells_the_newest_view_from_th
     assert difference < 1e-5
 
 
-@pytest.mark.parametrize('layer,activation,bias', [
-    ('output', 'relu', -100.0), ('output', 'leaky_relu', -100.0), ('output', 'none', -100.0),
-    ('hidden', 'relu', -5.0), ('hidden', 'tanh', -5.0), ('hidden', 'none', -5.0)])
-def test_time_attention_layer_pushed_negative_goes_constant_only_under_relu(layer, activation, bias):
+@pytest.mark.parametrize('layer,activation,bias,norm', [
+    ('output', 'relu', -100.0, 'none'), ('output', 'leaky_relu', -100.0, 'none'),
+    ('output', 'none', -100.0, 'none'), ('output', 'relu', -100.0, 'scale_only'),
+    ('token_norm', 'relu', -100.0, 'layer'), ('hidden', 'relu', -5.0, 'none'),
+    ('hidden', 'tanh', -5.0, 'none'), ('hidden', 'none', -5.0, 'none')])
+def test_time_attention_layer_pushed_negative_goes_constant_only_under_relu(layer, activation, bias,
+                                                                            norm):
   # The collapse seen in PPO on the T-maze: every unit of the tokens ('output', nonlinearity
   # `time_activation`) or of the dense layer before the heads ('hidden', `time_hidden_activation`)
   # negative on every observation. Under ReLU the logits are then constant and no gradient
-  # reaches the attention; the other activations keep both (tanh barely, at -5).
-  config = ({'time_hidden': 0, 'time_activation': activation} if layer == 'output' else
+  # reaches the attention; the other activations keep both (tanh barely, at -5), and so does
+  # relu after `time_token_norm='scale_only'`, which takes the shift back out of each token;
+  # a LayerNorm's own learned shift ('layer') can still push every unit below zero.
+  config = ({'time_hidden': 0, 'time_activation': activation, 'time_token_norm': norm}
+            if layer in ('output', 'token_norm') else
             {'time_hidden': 16, 'time_activation': 'none', 'time_hidden_activation': activation})
   network = make_network({'kind': 'time_attention', **config}, 5, (5, 5, 3 * 4))
   params = network.init(jax.random.PRNGKey(0))
@@ -252,7 +258,7 @@ def test_time_attention_layer_pushed_negative_goes_constant_only_under_relu(laye
   spread = float(np.asarray(logits(params)).std(axis=1).max())  # across the 3 observations
   grads = jax.grad(lambda p: logits(p)[..., 0].sum())(params)
   query_grad = float(np.abs(np.asarray(grads['torso']['query']['kernel'])).max())
-  if activation == 'relu':
+  if activation == 'relu' and norm != 'scale_only':
     assert spread == 0.0 and query_grad == 0.0
   else:
     assert spread > 1e-7 and query_grad > 0.0

@@ -288,6 +288,7 @@ def test_step_matches_a_one_step_unroll_and_threshold_one_is_hard_attention():
     (dict(time_activation='gelu'), r"time_activation must be one of \('relu', 'leaky_relu', 'tanh', 'none'\), got 'gelu'"),
     (dict(time_hidden_activation='gelu'), r"time_hidden_activation must be one of \('relu', .*\), got 'gelu'"),
     (dict(awrl_hidden_activation='elu'), r"awrl_hidden_activation must be one of \('relu', .*\), got 'elu'"),
+    (dict(time_token_norm='batch'), r"time_token_norm must be one of \('none', 'layer', 'scale_only'\), got 'batch'"),
     (dict(time_readout='mean'), r"time_readout must be one of \('all', 'newest'\), got 'mean'"),
     (dict(kind='l2_keys', key_norm=True), "key_norm=True does not apply to kind='l2_keys'"),
 ])

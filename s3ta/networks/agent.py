@@ -95,6 +95,8 @@ class NetworkConfig:
   time_readout: str = 'all'  # what the heads read: 'all' T tokens flattened (002 Table 4) or
   # the 'newest' view's token only (its own values plus what it read from the past)
   time_activation: str = 'relu'  # the tokens' nonlinearity: 'relu', 'leaky_relu' or 'none'
+  time_token_norm: str = 'none'  # each token over d_v before `time_activation`: 'none',
+  # 'layer' (LayerNorm) or 'scale_only' (LayerNorm without its learned shift)
   time_hidden_activation: str = 'relu'  # the dense layer's (`time_hidden` > 0): any of ACTIVATIONS
   time_previous_inputs: bool = False  # also feed the previous action and reward to its heads
   lstm_previous_inputs: bool = True  # 'resnet_lstm' / 'nature_lstm': previous action and reward
@@ -129,6 +131,9 @@ class NetworkConfig:
     if self.time_readout not in time_attention.READOUTS:
       raise ValueError(f'time_readout must be one of {time_attention.READOUTS}, got '
                        f'{self.time_readout!r}.')
+    if self.time_token_norm not in time_attention.TOKEN_NORMS:
+      raise ValueError(f'time_token_norm must be one of {time_attention.TOKEN_NORMS}, got '
+                       f'{self.time_token_norm!r}.')
     for name in ('time_activation', 'time_hidden_activation', 'awrl_hidden_activation'):
       if getattr(self, name) not in activations.ACTIVATIONS:
         raise ValueError(f'{name} must be one of {tuple(activations.ACTIVATIONS)}, got '

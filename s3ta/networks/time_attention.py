@@ -21,6 +21,11 @@ entropy bonus both reward a constant output, and dead ReLUs are a constant outpu
 gradient back. 'leaky_relu' keeps a gradient for every unit, yet PPO still pushed 92 % of
 them below zero for good; 'none' (linear tokens; experiments/tmaze.py:attention) cannot
 collapse that way, and the softmax attention is still nonlinear in the views.
+`time_token_norm` normalises each token over its d_v channels before that nonlinearity:
+'layer' is a LayerNorm with a learned scale and shift; 'scale_only' drops the shift, so each
+token's units keep mean zero before the scale and no parameter can push them all below zero
+at once. (Under 'layer' PPO did just that with the shift: 0.14-0.41 below zero on every
+unit, 9 % of unit-view pairs positive, no learning in 650 K steps; BENCHMARKS.md, T-maze.)
 `time_hidden` > 0 puts a dense layer between the tokens and the heads, with the nonlinearity
 `time_hidden_activation`.
 `time_residual` adds each view's own values to what it reads, the residual connection of a
@@ -42,6 +47,7 @@ from s3ta.networks.activations import ACTIVATIONS
 from s3ta.networks.awrl import positional_encoding
 
 READOUTS = ('all', 'newest')
+TOKEN_NORMS = ('none', 'layer', 'scale_only')
 
 
 class TimeAttentionTorso(nn.Module):
@@ -72,6 +78,9 @@ class TimeAttentionTorso(nn.Module):
     if cfg.time_residual:
       read = read + values.astype(jnp.float32)  # each view keeps its own content
     tokens = nn.Dense(dv, dtype=dtype, name='output')(read.reshape(n, steps, heads * dv).astype(dtype))
+    if cfg.time_token_norm != 'none':
+      tokens = nn.LayerNorm(use_bias=cfg.time_token_norm == 'layer', dtype=dtype,
+                            name='token_norm')(tokens)  # over d_v, per token
     features = ACTIVATIONS[cfg.time_activation](tokens)  # [N, T, d_v]
     features = features[:, -1] if cfg.time_readout == 'newest' else features.reshape(n, steps * dv)
     if cfg.time_hidden:
