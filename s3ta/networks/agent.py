@@ -128,16 +128,13 @@ class NetworkConfig:
                  'time_value_size', 'time_frame_channels'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
-    if self.time_readout not in time_attention.READOUTS:
-      raise ValueError(f'time_readout must be one of {time_attention.READOUTS}, got '
-                       f'{self.time_readout!r}.')
-    if self.time_token_norm not in time_attention.TOKEN_NORMS:
-      raise ValueError(f'time_token_norm must be one of {time_attention.TOKEN_NORMS}, got '
-                       f'{self.time_token_norm!r}.')
-    for name in ('time_activation', 'time_hidden_activation', 'awrl_hidden_activation'):
-      if getattr(self, name) not in activations.ACTIVATIONS:
-        raise ValueError(f'{name} must be one of {tuple(activations.ACTIVATIONS)}, got '
-                         f'{getattr(self, name)!r}.')
+    choices = {'time_readout': time_attention.READOUTS, 'time_token_norm': time_attention.TOKEN_NORMS,
+               'awrl_attention': awrl.ATTENTION_SOURCES, 'awrl_norm_over': awrl.NORM_OVER,
+               **{name: tuple(activations.ACTIVATIONS) for name in (
+                   'time_activation', 'time_hidden_activation', 'awrl_hidden_activation')}}
+    for name, allowed in choices.items():
+      if getattr(self, name) not in allowed:
+        raise ValueError(f'{name} must be one of {allowed}, got {getattr(self, name)!r}.')
     if self.subtract_background and self.kind not in ATTENTION_KINDS:
       raise ValueError(f'subtract_background=True applies to the attention kinds {ATTENTION_KINDS} '
                        f'only, got kind={self.kind!r}; set network.subtract_background=False.')
@@ -154,12 +151,6 @@ class NetworkConfig:
     if self.awrl_position_size < 2 or self.awrl_position_size % 2:
       raise ValueError(f'awrl_position_size must be an even number >= 2, got '
                        f'{self.awrl_position_size}.')
-    if self.awrl_attention not in awrl.ATTENTION_SOURCES:
-      raise ValueError(f'awrl_attention must be one of {awrl.ATTENTION_SOURCES}, got '
-                       f'{self.awrl_attention!r}.')
-    if self.awrl_norm_over not in awrl.NORM_OVER:
-      raise ValueError(f'awrl_norm_over must be one of {awrl.NORM_OVER}, got '
-                       f'{self.awrl_norm_over!r}.')
     if not self.mlp_hidden or min(self.mlp_hidden) < 1:
       raise ValueError(f'mlp_hidden must be one or more sizes >= 1, got {tuple(self.mlp_hidden)}.')
 
