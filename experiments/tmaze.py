@@ -38,7 +38,7 @@ dead or every tanh unit saturated, at the random level (seed 0; BENCHMARKS.md, "
 before the heads"), so the tokens go straight into the heads. Relu tokens after a LayerNorm
 (`network.time_token_norm = 'layer'` or `'scale_only'`) did not die but went near constant
 (0.2-0.7 % of the normed tokens' mean square varied with the view) and stayed at the random
-level to 650 K steps (seed 0; BENCHMARKS.md, "relu tokens after a LayerNorm"). Its window starts as blank
+level to 650 K steps (seeds 0 and 1; BENCHMARKS.md, "relu tokens after a LayerNorm"). Its window starts as blank
 views before the episode's first (`env.frame_stack_fill = 'zeros'`): with 32 copies of the
 first view, a blocked first move left the window unchanged and 12 of 140 greedy episodes
 (7 seeds) froze for good; with blank views 1 of 140 did, and greedy returns went from
