@@ -37,7 +37,7 @@ units between the tokens and the heads (`network.time_hidden = 64`) ended with e
 dead or every tanh unit saturated, at the random level (seed 0; BENCHMARKS.md, "a dense layer
 before the heads"), so the tokens go straight into the heads. Relu tokens after a LayerNorm
 (`network.time_token_norm = 'layer'` or `'scale_only'`) did not die but went near constant
-(0.2-0.7 % of the normed tokens' mean square varied with the view) and stayed at the random
+(0.2-0.9 % of the normed tokens' mean square varied with the view) and stayed at the random
 level to 650 K steps (seeds 0 and 1; BENCHMARKS.md, "relu tokens after a LayerNorm"). Its window starts as blank
 views before the episode's first (`env.frame_stack_fill = 'zeros'`): with 32 copies of the
 first view, a blocked first move left the window unchanged and 12 of 140 greedy episodes
