@@ -185,7 +185,9 @@ def test_sampler_raises_after_repeated_errors_unless_stopping(monkeypatch):
 
   monkeypatch.setattr(replay, 'make_dataset', unavailable)
   stopping = threading.Event()
-  sampler = replay.BatchSampler('localhost:1', 2, timeout_ms=200, should_stop=stopping.is_set,
+  # Each error reaches next() within milliseconds; the long wait keeps a loaded machine from
+  # turning a call into a timeout (None, no error consumed), which shifts the count by one.
+  sampler = replay.BatchSampler('localhost:1', 2, timeout_ms=5000, should_stop=stopping.is_set,
                                 max_failures=2, retry_s=0.01)
   assert sampler.next() is None and sampler.next() is None  # failures 1 and 2: retried
   with pytest.raises(ConnectionError, match='unavailable'):
