@@ -98,6 +98,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.time_value_size = 32  # d_v
   config.network.time_hidden = 64  # dense layer before the heads; 0: tokens straight in (002)
   config.network.time_hidden_activation = 'relu'  # that dense layer's nonlinearity (same choices)
+  config.network.time_hidden_skip = False  # heads read the tokens beside that layer's units
   config.network.time_readout = 'all'  # heads read 'all' T tokens (002) or the 'newest' one
   config.network.time_activation = 'relu'  # tokens' nonlinearity: 'relu', 'leaky_relu', 'tanh', 'none'
   config.network.time_token_norm = 'none'  # before it: 'none', 'layer' or 'scale_only'

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from s3ta.networks import AgentInput, make_network, parameter_counts
+from s3ta.networks import AgentInput, NetworkConfig, make_network, parameter_counts
 from s3ta.networks.awrl import AttentionModule, SplitTokens, TokenDense, positional_encoding
 
 pytestmark = pytest.mark.core  # pure-JAX core only: also run on current JAX
@@ -262,6 +262,37 @@ def test_time_attention_layer_pushed_negative_goes_constant_only_under_relu(laye
     assert spread == 0.0 and query_grad == 0.0
   else:
     assert spread > 1e-7 and query_grad > 0.0
+
+
+def test_time_attention_dense_layer_with_skip_is_the_plain_agent_plus_what_live_units_add():
+  # `time_hidden_skip`: the heads read the T * d_v tokens and the dense layer's units. With every
+  # relu unit dead, the logits are exactly those of the agent without the layer (its tokens through
+  # the first T * d_v rows of the head), so PPO's collapse of the units cannot stop the linear path.
+  config = {'kind': 'time_attention', 'time_activation': 'none', 'time_hidden_activation': 'relu'}
+  skip = make_network(dict(config, time_hidden=16, time_hidden_skip=True), 5, (5, 5, 3 * 4))
+  plain = make_network(dict(config, time_hidden=0), 5, (5, 5, 3 * 4))
+  params = skip.init(jax.random.PRNGKey(0))
+  policy = params['core']['head']['policy']
+  assert policy['kernel'].shape == (4 * 32 + 16, 5)  # T * d_v tokens, then the 16 units
+  views = np.random.default_rng(8).integers(0, 2, (1, 3, 5, 5, 12)).astype(np.uint8) * 255
+  inputs = AgentInput(views, np.zeros((1, 3), np.int32), np.zeros((1, 3), np.float32),
+                      np.zeros((1, 3), bool))
+  logits = lambda network, p: np.asarray(network.unroll(p, inputs, network.initial_state(3))[0].logits)
+  alive = logits(skip, params)
+  params['torso']['hidden']['bias'] = np.full_like(params['torso']['hidden']['bias'], -100.0)
+  dead = logits(skip, params)
+  without = jax.tree_util.tree_map(lambda x: x, params)
+  del without['torso']['hidden']
+  for head in ('policy', 'value'):
+    without['core']['head'][head]['kernel'] = params['core']['head'][head]['kernel'][:4 * 32]
+  np.testing.assert_allclose(dead, logits(plain, without), rtol=1e-5, atol=1e-6)
+  assert np.abs(alive - dead).max() > 1e-4  # live units do add to the logits
+  assert dead.std(axis=1).max() > 1e-4  # and the dead layer leaves them varying with the views
+
+
+def test_time_hidden_skip_without_a_dense_layer_is_rejected():
+  with pytest.raises(ValueError, match=r'time_hidden_skip=True needs .* got time_hidden=0'):
+    NetworkConfig.from_dict({'kind': 'time_attention', 'time_hidden': 0, 'time_hidden_skip': True})
 
 
 @pytest.mark.parametrize('activation', ['relu', 'tanh', 'none'])

@@ -98,6 +98,8 @@ class NetworkConfig:
   time_token_norm: str = 'none'  # each token over d_v before `time_activation`: 'none',
   # 'layer' (LayerNorm) or 'scale_only' (LayerNorm without its learned shift)
   time_hidden_activation: str = 'relu'  # the dense layer's (`time_hidden` > 0): any of ACTIVATIONS
+  time_hidden_skip: bool = False  # with `time_hidden` > 0: the heads read the tokens as well as the
+  # dense layer's units (a linear path beside the nonlinear one), not the units alone
   time_previous_inputs: bool = False  # also feed the previous action and reward to its heads
   lstm_previous_inputs: bool = True  # 'resnet_lstm' / 'nature_lstm': previous action and reward
   # into the LSTM with the torso's features (False: the views alone, like 002's attention agent)
@@ -148,6 +150,9 @@ class NetworkConfig:
     for name in ('time_hidden', 'awrl_hidden'):
       if getattr(self, name) < 0:
         raise ValueError(f'{name} must be >= 0 (0: no dense layer), got {getattr(self, name)}.')
+    if self.time_hidden_skip and not self.time_hidden:
+      raise ValueError('time_hidden_skip=True needs a dense layer beside the linear path '
+                       '(time_hidden > 0), got time_hidden=0.')
     if self.awrl_position_size < 2 or self.awrl_position_size % 2:
       raise ValueError(f'awrl_position_size must be an even number >= 2, got '
                        f'{self.awrl_position_size}.')

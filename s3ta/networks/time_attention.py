@@ -27,7 +27,9 @@ token's units keep mean zero before the scale and no parameter can push them all
 at once. (Under 'layer' PPO did just that with the shift: 0.14-0.41 below zero on every
 unit, 9 % of unit-view pairs positive, no learning in 650 K steps; BENCHMARKS.md, T-maze.)
 `time_hidden` > 0 puts a dense layer between the tokens and the heads, with the nonlinearity
-`time_hidden_activation`.
+`time_hidden_activation`. Alone, its units all died (relu) or saturated (tanh) under PPO and
+the agent never left the random level; `time_hidden_skip` gives the heads the tokens as well
+as the units, so the linear path that learns stays and the units can only add to it.
 `time_residual` adds each view's own values to what it reads, the residual connection of a
 Transformer layer (no parameters): at initialisation attention is near uniform, so without
 it every token is close to the mean of all T views' values, the current view weighs 1/T
@@ -84,6 +86,7 @@ class TimeAttentionTorso(nn.Module):
     features = ACTIVATIONS[cfg.time_activation](tokens)  # [N, T, d_v]
     features = features[:, -1] if cfg.time_readout == 'newest' else features.reshape(n, steps * dv)
     if cfg.time_hidden:
-      hidden = nn.Dense(cfg.time_hidden, dtype=dtype, name='hidden')(features)
-      features = ACTIVATIONS[cfg.time_hidden_activation](hidden)
+      hidden = ACTIVATIONS[cfg.time_hidden_activation](
+          nn.Dense(cfg.time_hidden, dtype=dtype, name='hidden')(features))
+      features = jnp.concatenate([features, hidden], -1) if cfg.time_hidden_skip else hidden
     return features, maps[:, :, -1]
