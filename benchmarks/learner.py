@@ -14,10 +14,15 @@ repeat 4), as IMPALA does.
 
 Every run also reports XLA's own figures for the compiled step: its memory analysis
 (temporary buffers = activations kept for the backward pass, arguments, outputs) and
-the FLOP count of its cost analysis, from which MFU = FLOP/s / `--peak_tflops`. XLA
+the FLOP count of its cost analysis, from which MFU = FLOP/s / `--peak_tflops`; on a GPU also
+the allocator's peak bytes in use over the whole process, compiles included (`device_peak_gib`:
+an upper bound; on an H200 it stayed at 13.3 GiB with `--remat` where XLA's temporaries halved). XLA
 counts a while loop's body once, so the scanned recurrent core enters that count for
 one of its T + 1 steps: the FLOPs (and the MFU) are lower bounds; the ConvTorso, applied
-to all frames outside the loop, is counted in full.
+to all frames outside the loop, is counted in full. On a GPU no FLOPs or MFU are reported:
+XLA:GPU's cost analysis leaves out the convolutions, which it runs as cuDNN calls (2 GFLOP for
+the paper's B 32 x T 50 step on an H200, XLA:CPU about 1.8 TFLOP), so take the count from
+`--analyze_only` on a CPU.
 `--analyze_only` compiles without running, so it sizes configurations that do not fit.
 With `--algorithm=ppo` a step is one PPO update of the [T + 1, B] rollout (PPOConfig's
 defaults: 3 epochs x 4 minibatches of jitted steps, plus the pass that computes GAE), timed
@@ -116,6 +121,13 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
       agent_steps_per_s=round(agent_steps / seconds, 1),
       frames_per_s=round(ACTION_REPEAT * agent_steps / seconds, 1),
       finite_loss=bool(np.isfinite(float(metrics['loss']))))
+  stats = jax.devices()[0].memory_stats() or {}  # None on XLA:CPU; the allocator's own figures on GPU
+  if 'peak_bytes_in_use' in stats:
+    result['device_peak_gib'] = round(stats['peak_bytes_in_use'] / 2**30, 2)
+  if jax.devices()[0].platform == 'gpu':  # its count misses the convolutions: no MFU from it
+    analysis.pop('xla_flops_per_step', None)
+    result.pop('xla_flops_per_step', None)
+    result['xla_flops_note'] = 'XLA:GPU cost analysis omits cuDNN convolutions; use --analyze_only on CPU'
   if 'xla_flops_per_step' in analysis:
     result['tflop_per_s'] = round(analysis['xla_flops_per_step'] / seconds / 1e12, 3)
     if peak_tflops > 0:
