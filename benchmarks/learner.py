@@ -22,7 +22,7 @@ one of its T + 1 steps: the FLOPs (and the MFU) are lower bounds; the ConvTorso,
 to all frames outside the loop, is counted in full. On a GPU no FLOPs or MFU are reported:
 XLA:GPU's cost analysis leaves out the convolutions, which it runs as cuDNN calls (2 GFLOP for
 the paper's B 32 x T 50 step on an H200, XLA:CPU about 1.8 TFLOP), so take the count from
-`--analyze_only` on a CPU.
+`JAX_PLATFORMS=cpu python benchmarks/learner.py ... --analyze_only`.
 `--analyze_only` compiles without running, so it sizes configurations that do not fit.
 With `--algorithm=ppo` a step is one PPO update of the [T + 1, B] rollout (PPOConfig's
 defaults: 3 epochs x 4 minibatches of jitted steps, plus the pass that computes GAE), timed
@@ -73,7 +73,10 @@ def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
       result[f'xla_{name}_gib'] = round(getattr(memory, f'{name}_size_in_bytes') / 2**30, 3)
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # a list on older JAX
-  if cost and 'flops' in cost:
+  if jax.devices()[0].platform == 'gpu':  # its count misses the convolutions: no MFU from it
+    result['xla_flops_note'] = ('XLA:GPU cost analysis omits cuDNN convolutions; for FLOPs run '
+                                'JAX_PLATFORMS=cpu ... --analyze_only')
+  elif cost and 'flops' in cost:
     result['xla_flops_per_step'] = float(cost['flops'])  # loop bodies once: a lower bound
   return result
 
@@ -124,10 +127,6 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
   stats = jax.devices()[0].memory_stats() or {}  # None on XLA:CPU; the allocator's own figures on GPU
   if 'peak_bytes_in_use' in stats:
     result['device_peak_gib'] = round(stats['peak_bytes_in_use'] / 2**30, 2)
-  if jax.devices()[0].platform == 'gpu':  # its count misses the convolutions: no MFU from it
-    analysis.pop('xla_flops_per_step', None)
-    result.pop('xla_flops_per_step', None)
-    result['xla_flops_note'] = 'XLA:GPU cost analysis omits cuDNN convolutions; use --analyze_only on CPU'
   if 'xla_flops_per_step' in analysis:
     result['tflop_per_s'] = round(analysis['xla_flops_per_step'] / seconds / 1e12, 3)
     if peak_tflops > 0:
