@@ -71,12 +71,13 @@ def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
   if memory is not None:
     for name in ('temp', 'argument', 'output'):
       result[f'xla_{name}_gib'] = round(getattr(memory, f'{name}_size_in_bytes') / 2**30, 3)
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # a list on older JAX
   if jax.devices()[0].platform == 'gpu':  # its count misses the convolutions: no MFU from it
     result['xla_flops_note'] = ('XLA:GPU cost analysis omits cuDNN convolutions; for FLOPs run '
                                 'JAX_PLATFORMS=cpu ... --analyze_only')
-  elif cost and 'flops' in cost:
+    return result
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # a list on older JAX
+  if cost and 'flops' in cost:
     result['xla_flops_per_step'] = float(cost['flops'])  # loop bodies once: a lower bound
   return result
 
