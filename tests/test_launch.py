@@ -137,6 +137,26 @@ def test_tuned_fast_variant_is_tuned_with_the_fast_optimizer_and_its_anneal():
   assert config.learner.learning_rate_decay_steps == 7_813
 
 
+def test_resnet_fast_variant_is_the_paper_baseline_with_the_fast_batch_and_anneal():
+  """'resnet_fast': the paper's config with kind resnet_lstm and tuned_fast's batch and anneal,
+  so the paper's RMSProp state (the one it learned with) and no value offset; 5,055,815
+  parameters, as printed by the H200 run that learned (BENCHMARKS.md)."""
+  from experiments import atari_expert  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  from s3ta.networks import agent  # pylint: disable=g-import-not-at-top
+  paper, tuned = _flat(atari_expert.get_config('')), _flat(atari_expert.get_config('tuned'))
+  tuned_fast = _flat(atari_expert.get_config('tuned_fast'))
+  resnet = _flat(atari_expert.get_config('resnet_fast'))
+  fast_keys = {k for k in tuned_fast if tuned_fast[k] != tuned[k]}
+  assert {k: resnet[k] for k in resnet if resnet[k] != paper[k]} == {
+      'network.kind': 'resnet_lstm', **{k: tuned_fast[k] for k in fast_keys}}
+  assert (resnet['learner.rmsprop_epsilon'], resnet['learner.rmsprop_initial_scale'],
+          resnet['learner.value_offset_step_size']) == (0.01, 1.0, 0.0)
+  network = agent.make_network(atari_expert.get_config('resnet_fast').network, 6, (210, 160, 3))
+  params = jax.eval_shape(network.init, jax.random.PRNGKey(0))
+  assert agent.parameter_counts(params) == {'inference': 5_054_016, 'policy': 1_542, 'value': 257}
+
+
 def test_fast_s3ta_variant_is_the_lstm_baseline_with_a_small_s3ta():
   """atari_fast.py:s3ta: the LSTM baseline with a small S3TA, the value offset, an lr anneal."""
   from experiments import atari_fast  # pylint: disable=g-import-not-at-top
