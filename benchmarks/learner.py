@@ -16,7 +16,11 @@ Every run also reports XLA's own figures for the compiled step: its memory analy
 (temporary buffers = activations kept for the backward pass, arguments, outputs) and
 the FLOP count of its cost analysis, from which MFU = FLOP/s / `--peak_tflops`; on a GPU also
 the allocator's peak bytes in use over the whole process, compiles included (`device_peak_gib`:
-an upper bound; on an H200 it stayed at 13.3 GiB with `--remat` where XLA's temporaries halved). XLA
+an upper bound; on an H200 it stayed at 13.3 GiB with `--remat` where XLA's temporaries halved,
+and was 52.4 GiB at B 128 with `--remat` against 26.4 GiB of temporaries), read three times to
+tell what sets it: after the first compile, before anything ran (`device_peak_compile_gib`: the
+autotuner's trial buffers), after the first step (`device_peak_first_step_gib`: one execution)
+and after the timed steps (`device_peak_gib`: steps dispatched back to back). XLA
 counts a while loop's body once, so the scanned recurrent core enters that count for
 one of its T + 1 steps: the FLOPs (and the MFU) are lower bounds; the ConvTorso, applied
 to all frames outside the loop, is counted in full. On a GPU no FLOPs or MFU are reported:
@@ -60,6 +64,12 @@ def synthetic_batch(network, unroll_length: int, batch_size: int, seed: int = 0)
       initial_state=network.initial_state(batch_size))
 
 
+def device_peak_gib() -> float | None:
+  """The allocator's peak bytes in use so far on the first device, GiB; None on XLA:CPU."""
+  stats = jax.devices()[0].memory_stats() or {}
+  return round(stats['peak_bytes_in_use'] / 2**30, 2) if 'peak_bytes_in_use' in stats else None
+
+
 def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
   """XLA's memory and cost analysis of the compiled `sgd_step` (compiled, not run)."""
   state = jax.eval_shape(lambda: init_training_state(network, config, jax.random.PRNGKey(0)))
@@ -67,6 +77,8 @@ def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
   start = time.perf_counter()
   compiled = jax.jit(make_sgd_step(network, config, jit=False)).lower(state, batch).compile()
   result = {'compile_s': round(time.perf_counter() - start, 2)}
+  if device_peak_gib() is not None:  # nothing has run yet: what the compile itself held
+    result['device_peak_compile_gib'] = device_peak_gib()
   memory = compiled.memory_analysis()
   if memory is not None:
     for name in ('temp', 'argument', 'output'):
@@ -113,6 +125,7 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
   state, metrics = sgd_step(state, batch)
   jax.block_until_ready((state, metrics))
   compile_s = time.perf_counter() - start
+  peak_first_step = device_peak_gib()
   start = time.perf_counter()
   for _ in range(steps):
     state, metrics = sgd_step(state, batch)
@@ -125,9 +138,9 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
       agent_steps_per_s=round(agent_steps / seconds, 1),
       frames_per_s=round(ACTION_REPEAT * agent_steps / seconds, 1),
       finite_loss=bool(np.isfinite(float(metrics['loss']))))
-  stats = jax.devices()[0].memory_stats() or {}  # None on XLA:CPU; the allocator's own figures on GPU
-  if 'peak_bytes_in_use' in stats:
-    result['device_peak_gib'] = round(stats['peak_bytes_in_use'] / 2**30, 2)
+  if peak_first_step is not None:  # the allocator's own figures (GPU/TPU; not XLA:CPU)
+    result['device_peak_first_step_gib'] = peak_first_step
+    result['device_peak_gib'] = device_peak_gib()
   if 'xla_flops_per_step' in analysis:
     result['tflop_per_s'] = round(analysis['xla_flops_per_step'] / seconds / 1e12, 3)
     if peak_tflops > 0:
