@@ -18,8 +18,8 @@ the FLOP count of its cost analysis, from which MFU = FLOP/s / `--peak_tflops`; 
 the allocator's peak bytes in use over the whole process, compiles included (`device_peak_gib`:
 an upper bound; on an H200 it stayed at 13.3 GiB with `--remat` where XLA's temporaries halved,
 and was 52.4 GiB at B 128 with `--remat` against 26.4 GiB of temporaries), read three times to
-tell what sets it: after the first compile, before anything ran (`device_peak_compile_gib`: the
-autotuner's trial buffers), after the first step (`device_peak_first_step_gib`: one execution)
+tell what sets it: after the first compile, before anything ran (`device_peak_compile_gib`: what
+the compile held, e.g. the autotuner's trials), after the first step (`device_peak_first_step_gib`: one execution)
 and after the timed steps (`device_peak_gib`: steps dispatched back to back). XLA
 counts a while loop's body once, so the scanned recurrent core enters that count for
 one of its T + 1 steps: the FLOPs (and the MFU) are lower bounds; the ConvTorso, applied
@@ -77,8 +77,9 @@ def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
   start = time.perf_counter()
   compiled = jax.jit(make_sgd_step(network, config, jit=False)).lower(state, batch).compile()
   result = {'compile_s': round(time.perf_counter() - start, 2)}
-  if device_peak_gib() is not None:  # nothing has run yet: what the compile itself held
-    result['device_peak_compile_gib'] = device_peak_gib()
+  peak = device_peak_gib()  # nothing has run yet: what the compile itself held
+  if peak is not None:
+    result['device_peak_compile_gib'] = peak
   memory = compiled.memory_analysis()
   if memory is not None:
     for name in ('temp', 'argument', 'output'):
