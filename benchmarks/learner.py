@@ -11,6 +11,9 @@ repeat 4), as IMPALA does.
   python benchmarks/learner.py --batch_size=128 --remat --analyze_only   # memory and FLOPs
   python benchmarks/learner.py --algorithm=ppo --kind=gawrl --observation_shape=8,4,1 \
       --num_actions=6 --batch_size=8 --unroll_length=128   # 002/003's PPO update on Pong features
+  python benchmarks/learner.py --algorithm=ppo --kind=gawrl --network_from=experiments/ram_features.py \
+      --observation_shape=32,4,1 --num_actions=6 --batch_size=8 --unroll_length=128
+      # the same with the experiment's own network and PPO settings (3 distractor games: 32 features)
 
 Every run also reports XLA's own figures for the compiled step: its memory analysis
 (temporary buffers = activations kept for the backward pass, arguments, outputs) and
@@ -33,9 +36,15 @@ defaults: 3 epochs x 4 minibatches of jitted steps, plus the pass that computes 
 only (its host loop has no single compiled function for XLA's figures).
 """
 
+if __name__ == '__main__':  # first: re-executing now costs only the interpreter's start
+  from launch import host_tuning  # pylint: disable=g-import-not-at-top
+  host_tuning.reexec_with_host_tuning()  # glibc huge pages for XLA:CPU's buffers (host_tuning.py)
+
 import argparse
 import json
+import os
 import platform
+import resource
 import time
 
 import jax
@@ -97,14 +106,19 @@ def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
 
 def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
         observation_shape=(210, 160, 3), num_actions: int = 18, remat: bool = False,
-        analyze_only: bool = False, peak_tflops: float = 0.0, algorithm: str = 'impala') -> dict:
-  network = make_network(NetworkConfig(kind=kind, dtype=dtype, remat=remat), num_actions,
-                         observation_shape)
+        analyze_only: bool = False, peak_tflops: float = 0.0, algorithm: str = 'impala',
+        experiment=None) -> dict:
+  """`experiment`: an experiment's ConfigDict whose network (kind, dtype, remat replaced) and
+  PPO settings are used instead of the defaults."""
+  settings = dict(experiment.network.to_dict() if experiment else {}, kind=kind, dtype=dtype,
+                  remat=remat)
+  network = make_network(NetworkConfig.from_dict(settings), num_actions, observation_shape)
   header = {'algorithm': algorithm, 'kind': kind, 'dtype': dtype, 'remat': remat,
             'batch_size': batch_size, 'unroll_length': unroll_length,
-            'device': str(jax.devices()[0])}
+            'device': str(jax.devices()[0]),
+            'glibc_tunables': os.environ.get('GLIBC_TUNABLES', '')}  # launch/host_tuning.py
   if algorithm == 'ppo':
-    config = ppo.PPOConfig()
+    config = ppo.PPOConfig.from_dict((experiment.get('ppo') if experiment else None) or {})
     if batch_size % config.num_minibatches:
       raise ValueError(f'--batch_size ({batch_size}) must be a multiple of PPO\'s '
                        f'{config.num_minibatches} minibatches.')
@@ -127,17 +141,20 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
   jax.block_until_ready((state, metrics))
   compile_s = time.perf_counter() - start
   peak_first_step = device_peak_gib()
+  faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
   start = time.perf_counter()
   for _ in range(steps):
     state, metrics = sgd_step(state, batch)
   jax.block_until_ready((state, metrics))
   seconds = (time.perf_counter() - start) / steps
+  faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) // steps
   agent_steps = unroll_length * batch_size
   result = dict(
       header, **analysis, parameters=parameter_count(state.params), platform=platform.machine(),
       compile_and_first_step_s=round(compile_s, 2), seconds_per_step=round(seconds, 4),
       agent_steps_per_s=round(agent_steps / seconds, 1),
       frames_per_s=round(ACTION_REPEAT * agent_steps / seconds, 1),
+      minor_page_faults_per_step=faults,  # host pages touched anew (launch/host_tuning.py)
       finite_loss=bool(np.isfinite(float(metrics['loss']))))
   if peak_first_step is not None:  # the allocator's own figures (GPU/TPU; not XLA:CPU)
     result['device_peak_first_step_gib'] = peak_first_step
@@ -165,6 +182,9 @@ def main():
                       help='recompute core steps in the backward pass (NetworkConfig.remat)')
   parser.add_argument('--analyze_only', action='store_true',
                       help='only compile: XLA memory and FLOP figures, no timed steps')
+  parser.add_argument('--network_from', default='',
+                      help='path/to/experiment.py[:arg]: its network and PPO settings (kind, '
+                           'dtype and remat still from the flags)')
   parser.add_argument('--peak_tflops', type=float, default=0.0,
                       help='the device peak for MFU (e.g. H100 SXM dense bf16: 989)')
   args = parser.parse_args()
@@ -181,10 +201,14 @@ def main():
   if args.num_actions < 1:
     parser.error(f'--num_actions must be >= 1, got {args.num_actions}')
   try:
+    experiment = None
+    if args.network_from:  # imported here: it brings the environment packages
+      from s3ta.analysis import parameter_counts  # pylint: disable=g-import-not-at-top
+      experiment = parameter_counts.load_config(args.network_from)
     result = run(args.kind, args.batch_size, args.unroll_length, args.steps, args.dtype,
                  observation_shape=shape, num_actions=args.num_actions, remat=args.remat,
                  analyze_only=args.analyze_only, peak_tflops=args.peak_tflops,
-                 algorithm=args.algorithm)
+                 algorithm=args.algorithm, experiment=experiment)
   except ValueError as e:  # a bad combination of options: one line, exit 2
     parser.error(str(e))
   print(json.dumps(result))

@@ -14,6 +14,10 @@ checkpoint. Exit status: 0 done, 1 every worker died, 2 bad flag/config/workdir,
 second signal stops at once without one).
 """
 
+if __name__ == '__main__':  # first: re-executing now costs only the interpreter's start
+  from launch import host_tuning  # pylint: disable=g-import-not-at-top
+  host_tuning.reexec_with_host_tuning()  # glibc huge pages for XLA:CPU's buffers (host_tuning.py)
+
 import json
 import logging
 import os

@@ -15,6 +15,10 @@ Design (one Reverb server per member, fitness, the stop order): WORKSPACE.md, "P
 training".
 """
 
+if __name__ == '__main__':  # first: re-executing now costs only the interpreter's start
+  from launch import host_tuning  # pylint: disable=g-import-not-at-top
+  host_tuning.reexec_with_host_tuning()  # glibc huge pages for XLA:CPU's buffers (host_tuning.py)
+
 import copy
 import functools
 import os

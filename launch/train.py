@@ -13,6 +13,10 @@ workdir; `--dry_run` prints the job instead of submitting it. Workdir layout and
 flags: launch/README.md.
 """
 
+if __name__ == '__main__':  # first: re-executing now costs only the interpreter's start
+  from launch import host_tuning  # pylint: disable=g-import-not-at-top
+  host_tuning.reexec_with_host_tuning()  # glibc huge pages for XLA:CPU's buffers (host_tuning.py)
+
 import os
 import signal
 import sys

@@ -22,6 +22,10 @@ SIGTERM (both stop the loops at their next check and save a final checkpoint; a 
 signal exits at once without one).
 """
 
+if __name__ == '__main__':  # first: re-executing now costs only the interpreter's start
+  from launch import host_tuning  # pylint: disable=g-import-not-at-top
+  host_tuning.reexec_with_host_tuning()  # glibc huge pages for XLA:CPU's buffers (host_tuning.py)
+
 import dataclasses
 import logging
 import os
