@@ -3,9 +3,9 @@
 XLA:CPU allocates each step's large buffers (attention maps, activations) with malloc, and
 glibc serves every block over 32 MiB with a fresh mmap that it unmaps again on free. So every
 step touches those pages anew: one PPO update of g-AWRL under three distractor games (128
-tokens, [259, 4, 128, 128] maps) took 1.85 M minor page faults, and about 30 % of its 22 s went
-to them (BENCHMARKS.md, "Host memory"). glibc's tunable `glibc.malloc.hugetlb=1` (glibc >= 2.35)
-backs those blocks with transparent huge pages: 5 K faults, 1.4x faster.
+tokens, [259, 4, 128, 128] maps) took 1.85 M minor page faults. glibc's tunable
+`glibc.malloc.hugetlb=1` (glibc >= 2.35) backs those blocks with transparent huge pages: 5-11 K
+faults, and the update 1.3x faster (BENCHMARKS.md, "XLA:CPU's large buffers and glibc's malloc").
 
 A tunable is read when a process starts, so `reexec_with_host_tuning()` re-executes the launcher
 (same pid, same argv) once with `GLIBC_TUNABLES` extended; Launchpad's node processes inherit it.
