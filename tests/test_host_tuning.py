@@ -10,6 +10,8 @@ from launch import host_tuning
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLIBC = host_tuning._glibc_version()  # pylint: disable=protected-access
+NEEDS_GLIBC_HUGETLB = pytest.mark.skipif(GLIBC is None or GLIBC < host_tuning.MIN_GLIBC,
+                                         reason='needs glibc >= 2.35')
 
 
 def _transparent_huge_pages() -> str:
@@ -40,7 +42,7 @@ def test_nothing_to_change(environ, glibc):
   assert host_tuning.tuned_environment(environ, glibc) is None
 
 
-@pytest.mark.skipif(GLIBC is None or GLIBC < host_tuning.MIN_GLIBC, reason='needs glibc >= 2.35')
+@NEEDS_GLIBC_HUGETLB
 def test_reexecutes_once_in_the_same_process_with_the_same_arguments():
   code = ('import os, sys; from launch import host_tuning; '
           'print(os.getpid(), os.environ.get("GLIBC_TUNABLES"), sys.argv[1:], flush=True); '
@@ -66,7 +68,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) // 4)
 """
 
 
-@pytest.mark.skipif(GLIBC is None or GLIBC < host_tuning.MIN_GLIBC, reason='needs glibc >= 2.35')
+@NEEDS_GLIBC_HUGETLB
 @pytest.mark.skipif(_transparent_huge_pages() == 'never', reason='transparent huge pages are off')
 def test_the_tunable_cuts_the_page_faults_of_a_large_xla_buffer():
   def faults(environ):
