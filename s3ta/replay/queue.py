@@ -64,9 +64,14 @@ def _is_spec_leaf(x) -> bool:
 
 def tf_signature(network, unroll_length: int):
   """The table signature (tf.TensorSpec nest) of `item_spec`."""
+  return signature_of_spec(item_spec(network, unroll_length))
+
+
+def signature_of_spec(spec: dict):
+  """The tf.TensorSpec nest of an `item_spec` (picklable, e.g. to build a table elsewhere)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (lazy, see the module docstring)
-  return jax.tree_util.tree_map(lambda s: tf.TensorSpec(s[0], tf.as_dtype(s[1])),
-                                item_spec(network, unroll_length), is_leaf=_is_spec_leaf)
+  return jax.tree_util.tree_map(lambda s: tf.TensorSpec(s[0], tf.as_dtype(s[1])), spec,
+                                is_leaf=_is_spec_leaf)
 
 
 def make_queue_table(size: int, signature=None, name: str = TABLE_NAME):
