@@ -26,7 +26,6 @@ if __name__ == '__main__':  # first: re-executing now costs only the interpreter
   from launch import host_tuning  # pylint: disable=g-import-not-at-top
   host_tuning.reexec_with_host_tuning()  # glibc huge pages, as every launcher (host_tuning.py)
 
-import json
 import math
 import os
 import pickle
@@ -208,10 +207,7 @@ def main(argv):
         f"parameter fetches per actor thread")
   print(f"    ratio (e) / mean (c)        {results['ratio']:.2f}")
   print('-' * 64)
-  print(json.dumps(results))
-  if _OUTPUT.value:
-    with open(_OUTPUT.value, 'w') as f:
-      json.dump(results, f, indent=1)
+  stages.print_and_save(results, _OUTPUT.value)
 
 
 if __name__ == '__main__':

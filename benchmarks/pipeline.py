@@ -30,6 +30,7 @@ import time
 import s3ta  # noqa: F401  pylint: disable=unused-import  (rlax before TF)
 from s3ta.envs import factory
 from s3ta.networks import make_network
+from benchmarks import stages
 from benchmarks.stages import envpool_fps, inference_fps, learner_fps
 from launch import config_checks
 
@@ -120,10 +121,7 @@ def main(argv):
           f"{d('first_learner_record_s'):.0f} s; wall {d('wall_s'):.0f} s)")
     print(f"    pipeline efficiency (d)/bound {results[f'pipeline_efficiency_{mode}']:.2f}")
   print('-' * 64)
-  print(json.dumps(results))
-  if _OUTPUT.value:
-    with open(_OUTPUT.value, 'w') as f:
-      json.dump(results, f, indent=1)
+  stages.print_and_save(results, _OUTPUT.value)
 
 
 if __name__ == '__main__':

@@ -5,6 +5,7 @@ Shared by `benchmarks/pipeline.py` (stages against the program end to end) and
 environment frames per second (agent steps x action repeat).
 """
 
+import json
 import time
 
 from s3ta.envs import factory
@@ -87,3 +88,11 @@ def learner_fps(config, network, seconds: float) -> tuple[float, str]:
 
   calls, span = _timed(call, seconds)
   return calls * batch * config.unroll_length * factory.frames_per_step(config.env) / span, str(device)
+
+
+def print_and_save(results: dict, output_path=None) -> None:
+  """Prints a benchmark's results as one JSON line, and writes them to `output_path` if given."""
+  print(json.dumps(results))
+  if output_path:
+    with open(output_path, 'w') as f:
+      json.dump(results, f, indent=1)
