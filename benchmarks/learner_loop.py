@@ -51,6 +51,8 @@ _CONFIG = config_flags.DEFINE_config_file('config', None, 'Experiment config fil
 _SECONDS = flags.DEFINE_float('seconds', 20.0, 'Measuring time of each stage (steady state).')
 _DISTINCT_ITEMS = flags.DEFINE_integer(
     'distinct_items', 64, 'Distinct unrolls of random play; the queue cycles through them.')
+_PARAM_FETCHERS = flags.DEFINE_integer(
+    'param_fetchers', -1, 'Threads fetching parameters during (e); -1: config.num_actors.')
 _OUTPUT = flags.DEFINE_string('output', None, 'Also write the numbers as JSON here.')
 
 
@@ -106,7 +108,7 @@ def _start_replay_process(spec: dict, size: int):
 
 
 def learner_loop_fps(config, network, seconds: float, bare_steps_per_s: float,
-                     distinct_items: int) -> dict:
+                     distinct_items: int, param_fetchers: int = -1) -> dict:
   """Steady-state rate of `Learner.run` on a pre-filled Reverb queue (module docstring)."""
   import reverb  # pylint: disable=g-import-not-at-top  (after jax: see DESIGN.md)
   from s3ta.learning.learner import Learner  # pylint: disable=g-import-not-at-top
@@ -114,12 +116,15 @@ def learner_loop_fps(config, network, seconds: float, bare_steps_per_s: float,
   log_period = min(config.log_period_s, seconds / 4)
   # Enough batches for the compile's log period plus `seconds` at the bare rate, and spare.
   steps = math.ceil(bare_steps_per_s * (seconds + log_period) * 1.25) + 4
-  pool = random_play_items(config, network, min(distinct_items, steps * batch))
+  # Batches left over at the end keep the sampler's thread off an empty queue, where its
+  # close could outlast the learner's wait and the learner would end this process.
+  items = (steps + 4) * batch
+  pool = random_play_items(config, network, min(distinct_items, items))
   server, server_pipe, port = _start_replay_process(
-      replay.item_spec(network, config.unroll_length), steps * batch)
+      replay.item_spec(network, config.unroll_length), items)
   address = f'localhost:{port}'
   writer = replay.TrajectoryQueueWriter(reverb.Client(address))
-  for i in range(steps * batch):
+  for i in range(items):
     writer.write([pool[i % len(pool)]])
   writer.close(flush=True)
   del writer
@@ -137,7 +142,7 @@ def learner_loop_fps(config, network, seconds: float, bare_steps_per_s: float,
                     sample_timeout_ms=config.sample_timeout_ms,
                     metrics_every_steps=config.get('metrics_every_steps', 1))
   done = threading.Event()
-  fetches = [0] * config.num_actors
+  fetches = [0] * (config.num_actors if param_fetchers < 0 else param_fetchers)
 
   def fetch_params(index):  # one actor's parameter refreshes, as often as versions change
     known = -1
@@ -150,7 +155,7 @@ def learner_loop_fps(config, network, seconds: float, bare_steps_per_s: float,
       done.wait(0.002)
 
   fetchers = [threading.Thread(target=fetch_params, args=(i,), daemon=True)
-              for i in range(config.num_actors)]
+              for i in range(len(fetches))]
   for thread in fetchers:
     thread.start()
   try:
@@ -173,7 +178,8 @@ def learner_loop_fps(config, network, seconds: float, bare_steps_per_s: float,
       e_learner_loop_fps=(last['learner_frames'] - first['learner_frames']) / span,
       e_steps=last['learner_steps'] - first['learner_steps'], e_seconds=span,
       e_wait_share=sum(r['wait_s'] for r in steady) / span,
-      e_param_fetches_per_actor=sum(fetches) / len(fetches),
+      e_param_fetchers=len(fetches),
+      e_param_fetches_per_thread=sum(fetches) / max(len(fetches), 1),
       e_items_per_step=learner.counters.items_consumed / learner.counters.learner_steps)
 
 
@@ -193,7 +199,8 @@ def main(argv):
   results['c_before_fps'], results['learner_device'] = stages.learner_fps(config, network, seconds)
   print('(e) the learner loop on a pre-filled Reverb queue ...', flush=True)
   results.update(learner_loop_fps(config, network, seconds,
-                                  results['c_before_fps'] / frames_per_batch, _DISTINCT_ITEMS.value))
+                                  results['c_before_fps'] / frames_per_batch, _DISTINCT_ITEMS.value,
+                                  _PARAM_FETCHERS.value))
   print('(c) bare sgd_step again ...', flush=True)
   results['c_after_fps'], _ = stages.learner_fps(config, network, seconds)
   bare = (results['c_before_fps'] + results['c_after_fps']) / 2
@@ -203,8 +210,8 @@ def main(argv):
         f"{results['c_after_fps']:,.0f} frames/s")
   print(f"(e) learner loop: {results['e_learner_loop_fps']:,.0f} frames/s over "
         f"{results['e_steps']} steps ({results['e_seconds']:.1f} s), waiting for samples "
-        f"{100 * results['e_wait_share']:.1f} % of it; {results['e_param_fetches_per_actor']:.0f} "
-        f"parameter fetches per actor thread")
+        f"{100 * results['e_wait_share']:.1f} % of it; {results['e_param_fetches_per_thread']:.0f} "
+        f"parameter fetches by each of {results['e_param_fetchers']} threads")
   print(f"    ratio (e) / mean (c)        {results['ratio']:.2f}")
   print('-' * 64)
   stages.print_and_save(results, _OUTPUT.value)

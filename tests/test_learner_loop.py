@@ -56,4 +56,4 @@ def test_learner_loop_consumes_every_prefilled_batch_through_a_replay_process():
   assert result['e_learner_loop_fps'] == pytest.approx(
       result['e_steps'] * B * T / result['e_seconds'])
   assert 0 <= result['e_wait_share'] < 1
-  assert result['e_param_fetches_per_actor'] >= 1
+  assert result['e_param_fetchers'] == 2 and result['e_param_fetches_per_thread'] >= 1
