@@ -116,8 +116,7 @@ def learner_loop_fps(config, network, seconds: float, bare_steps_per_s: float,
   log_period = min(config.log_period_s, seconds / 4)
   # Enough batches for the compile's log period plus `seconds` at the bare rate, and spare.
   steps = math.ceil(bare_steps_per_s * (seconds + log_period) * 1.25) + 4
-  # Batches left over at the end keep the sampler's thread off an empty queue, where its
-  # close could outlast the learner's wait and the learner would end this process.
+  # Batches left over at the end keep the sampler's thread off an empty queue.
   items = (steps + 4) * batch
   pool = random_play_items(config, network, min(distinct_items, items))
   server, server_pipe, port = _start_replay_process(
@@ -140,7 +139,8 @@ def learner_loop_fps(config, network, seconds: float, bare_steps_per_s: float,
                     frames_per_step=factory.frames_per_step(config.env), server_address=address,
                     logger=logger, max_steps=steps, log_period_s=log_period,
                     sample_timeout_ms=config.sample_timeout_ms,
-                    metrics_every_steps=config.get('metrics_every_steps', 1))
+                    metrics_every_steps=config.get('metrics_every_steps', 1),
+                    exit_if_sampler_stuck=False)
   done = threading.Event()
   fetches = [0] * (config.num_actors if param_fetchers < 0 else param_fetchers)
 
@@ -180,7 +180,8 @@ def learner_loop_fps(config, network, seconds: float, bare_steps_per_s: float,
       e_wait_share=sum(r['wait_s'] for r in steady) / span,
       e_param_fetchers=len(fetches),
       e_param_fetches_per_thread=sum(fetches) / max(len(fetches), 1),
-      e_items_per_step=learner.counters.items_consumed / learner.counters.learner_steps)
+      e_items_per_step=learner.counters.items_consumed / learner.counters.learner_steps,
+      e_sampler_closed=learner.sampler_closed)
 
 
 def main(argv):
@@ -215,6 +216,10 @@ def main(argv):
   print(f"    ratio (e) / mean (c)        {results['ratio']:.2f}")
   print('-' * 64)
   stages.print_and_save(results, _OUTPUT.value)
+  if not results['e_sampler_closed']:  # its blocked Reverb iterator would hold the exit
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # pylint: disable=protected-access
 
 
 if __name__ == '__main__':

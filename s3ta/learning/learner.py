@@ -54,6 +54,10 @@ class Learner:
       steps (and at each log); between fetches the loop does not wait for the device, so
       converting the next batch overlaps the current step. The non-finite guard then
       halts up to this many steps late (skipped steps change nothing).
+    exit_if_sampler_stuck: when the Reverb sampler does not close after the final save,
+      end the process (a program node: nothing is left to do, and its exit would hang);
+      False: `run` returns anyway and `sampler_closed` says so (a benchmark that reports
+      after the loop).
   """
 
   def __init__(self, network, learner_config, *, batch_size: int, unroll_length: int,
@@ -63,7 +67,7 @@ class Learner:
                logger: Optional[Callable[[dict], None]] = None, max_frames: int = 0,
                max_seconds: float = 0.0, max_steps: int = 0,
                log_period_s: float = 10.0, sample_timeout_ms: int = 1000,
-               metrics_every_steps: int = 1):
+               metrics_every_steps: int = 1, exit_if_sampler_stuck: bool = True):
     if not isinstance(learner_config, LearnerConfig):
       learner_config = LearnerConfig.from_dict(learner_config)
     if batch_size < 1:
@@ -71,6 +75,8 @@ class Learner:
     if not isinstance(metrics_every_steps, int) or metrics_every_steps < 1:
       raise ValueError(f'metrics_every_steps must be an integer >= 1, got {metrics_every_steps!r}.')
     self._metrics_every_steps = metrics_every_steps
+    self._exit_if_sampler_stuck = exit_if_sampler_stuck
+    self.sampler_closed: Optional[bool] = None  # after `run`: whether the sampler closed
     self._network = network
     self._config = learner_config
     self._batch_size = batch_size
@@ -232,14 +238,14 @@ class Learner:
     self._log(None, last_log, self.counters.learner_steps - steps_at_log,
               self.counters.learner_frames - frames_at_log, final=True,
               stop_reason_code=STOP_REASONS.index(reason) + 1)
-    closed = sampler.close()  # after the save: closing can hang if the replay node is gone
+    closed = self.sampler_closed = sampler.close()  # after the save: can hang if replay is gone
     del client
     gc.collect()
     print(f'[learner] {reason} at step {self.counters.learner_steps}; saved and cleaned up in '
           f'{time.time() - stopping:.1f} s', flush=True)
     if reason != 'stop requested':
       self._stop_program()
-    if not closed:
+    if not closed and self._exit_if_sampler_stuck:
       _exit_past_stuck_sampler()
     return reason
 
