@@ -1,10 +1,10 @@
-"""`benchmarks/learner_loop.py`: its queue items are real unrolls, and its loop eats them all."""
+"""`benchmarks/learner_loop.py`'s stage: its queue items are real unrolls, and its loop eats them all."""
 
 import numpy as np
 import pytest
 
 import s3ta  # noqa: F401
-from benchmarks import learner_loop
+from benchmarks import stages
 from experiments import catch
 from s3ta.envs import factory
 from s3ta.networks import make_network
@@ -25,7 +25,7 @@ def _config_and_network():
 
 def test_random_play_items_fit_the_queue_and_overlap_by_one_step():
   config, network = _config_and_network()
-  items = learner_loop.random_play_items(config, network, 6)
+  items = stages.random_play_items(config, network, 6)
   spec = replay.item_spec(network, T)
   assert len(items) == 6
   for item in items:
@@ -49,7 +49,7 @@ def test_random_play_items_fit_the_queue_and_overlap_by_one_step():
 def test_learner_loop_consumes_every_prefilled_batch_through_a_replay_process():
   config, network = _config_and_network()
   config.log_period_s = 0.5
-  result = learner_loop.learner_loop_fps(config, network, seconds=2.0, bare_steps_per_s=4.0,
+  result = stages.learner_loop_fps(config, network, seconds=2.0, bare_steps_per_s=4.0,
                                          distinct_items=8)
   assert result['e_items_per_step'] == B
   assert result['e_steps'] >= 1 and result['e_seconds'] > 0
