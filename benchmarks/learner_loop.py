@@ -9,11 +9,12 @@ the same step alone. One process, one config, measured in this order:
   (e) the program's learner loop: `Learner.run` of `launch/program.py`'s settings
       (`metrics_every_steps`, `log_period_s`), sampling from a real Reverb queue table that
       was filled beforehand with real frames (random play of the config's environment),
-      while `num_actors` threads fetch every new parameter version through `get_params`
-      and pickle it (as courier would send it): the most parameter traffic actors can ask;
+      while `num_actors` threads (`--param_fetchers`) poll `get_params` every 2 ms and
+      pickle each new version (as courier would send it): at least the parameter traffic
+      of actors that refresh every version;
   (c) the bare step again,
-and prints ratio = (e) / mean of the two (c), the share of (e)'s wall time the loop
-spent waiting for a sample, and the policy lag (0 here: no actors).
+and prints ratio = (e) / mean of the two (c) and the share of (e)'s wall time the loop
+spent waiting for a sample.
 
 What (e) leaves out: the actors' processes (no core sharing; `benchmarks/pipeline.py`
 measures that end to end) and the periodic checkpoint (once per `checkpoint_minutes`,
@@ -62,9 +63,9 @@ def main(argv):
   print(f'(c) bare sgd_step (B={config.batch_size}, T={config.unroll_length}) ...', flush=True)
   results['c_before_fps'], results['learner_device'] = stages.learner_fps(config, network, seconds)
   print('(e) the learner loop on a pre-filled Reverb queue ...', flush=True)
-  results.update(stages.learner_loop_fps(config, network, seconds,
-                                  results['c_before_fps'] / frames_per_batch, _DISTINCT_ITEMS.value,
-                                  _PARAM_FETCHERS.value))
+  results.update(stages.learner_loop_fps(
+      config, network, seconds, results['c_before_fps'] / frames_per_batch,
+      _DISTINCT_ITEMS.value, _PARAM_FETCHERS.value))
   print('(c) bare sgd_step again ...', flush=True)
   results['c_after_fps'], _ = stages.learner_fps(config, network, seconds)
   bare = (results['c_before_fps'] + results['c_after_fps']) / 2
