@@ -156,7 +156,7 @@ def _start_replay_process(spec: dict, size: int):
 
 def learner_loop_fps(config, network, seconds: float, bare_steps_per_s: float,
                      distinct_items: int, param_fetchers: int = -1) -> dict:
-  """Steady-state rate of `Learner.run` on a pre-filled Reverb queue (see benchmarks/learner_loop.py)."""
+  """Steady rate of `Learner.run` on a pre-filled Reverb queue (benchmarks/learner_loop.py)."""
   import reverb  # pylint: disable=g-import-not-at-top  (after jax: see DESIGN.md)
   from s3ta.learning.learner import Learner  # pylint: disable=g-import-not-at-top
   batch = config.batch_size
