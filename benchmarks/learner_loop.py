@@ -58,7 +58,8 @@ def main(argv):
   frames_per_batch = config.batch_size * config.unroll_length * factory.frames_per_step(config.env)
   results = {'config': [a for a in sys.argv[1:] if a.startswith('--config')],
              'batch_size': config.batch_size, 'unroll_length': config.unroll_length,
-             'metrics_every_steps': config.get('metrics_every_steps', 1), 'cpu_count': os.cpu_count(),
+             'metrics_every_steps': config.get('metrics_every_steps', 1),
+             'cpu_count': os.cpu_count(),
              'glibc_tunables': os.environ.get('GLIBC_TUNABLES', '')}
   print(f'(c) bare sgd_step (B={config.batch_size}, T={config.unroll_length}) ...', flush=True)
   results['c_before_fps'], results['learner_device'] = stages.learner_fps(config, network, seconds)

@@ -1,4 +1,4 @@
-"""`benchmarks/learner_loop.py`'s stage: its queue items are real unrolls, and its loop eats them all."""
+"""The learner-loop stage (`benchmarks/stages.py`): real unrolls in the queue, all of them eaten."""
 
 import numpy as np
 import pytest
