@@ -4,9 +4,9 @@ The cache: most of a small training test's time is XLA compiling the same tiny n
 that other tests (and the launchers they start as subprocesses, which inherit the
 environment) compile again. JAX's persistent compilation cache in a directory made for
 this pytest run, and removed after it, compiles each program once per run. It holds
-compiled programs only, so what runs is the same (`test_same_seed_same_run` compares a
-fresh compile with a cached one); the jit caches that tests count are in memory and not
-affected. A `JAX_COMPILATION_CACHE_DIR` already set is used as it is (and kept).
+compiled programs only, so what runs is the same (`test_same_seed_same_run`, run alone,
+compares a fresh compile with a cached one); the jit caches that tests count are in memory
+and not affected. A `JAX_COMPILATION_CACHE_DIR` already set is used as it is (and kept).
 """
 
 import atexit
