@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import launcher_runs
 from s3ta.analysis import cli, render, rollout
 from s3ta.learning import learner_core
 from s3ta.networks import NetworkConfig, make_network
@@ -107,23 +108,10 @@ def _save_checkpoint(directory, num_actions, step):
 
 
 def _assert_one_error_line(result, fragment):
-  assert result.returncode != 0
+  assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
   errors = [l for l in result.stderr.splitlines() if l.startswith('error:')]
   assert len(errors) == 1 and fragment in errors[0], result.stderr
   assert 'Traceback' not in result.stderr
-
-
-_RUN_MODULE = """
-import runpy, sys
-for args in sys.argv[1].split('||'):
-  sys.argv = ['s3ta.analysis'] + args.split('|')
-  try:
-    runpy.run_module('s3ta.analysis', run_name='__main__', alter_sys=True)
-    code = 0
-  except SystemExit as e:
-    code = e.code
-  print(f'=== exit {code}', file=sys.stderr, flush=True)
-"""
 
 
 def test_module_entry_point_bad_inputs(tmp_path):
@@ -132,7 +120,7 @@ def test_module_entry_point_bad_inputs(tmp_path):
   Bad inputs: a missing checkpoint directory, a checkpoint of another network (4
   actions: trained on another game, not Pong's 6), an unknown game, a threshold
   outside [0, 1]. The first runs as `python -m s3ta.analysis`; the others run the
-  same module entry (`runpy`, as `-m` does) one after another in a second process,
+  same module entry one after another in a second process (tests/launcher_runs.py),
   to pay the TensorFlow import (3-4 s, via rlax) once. Nothing is written.
   """
   _save_checkpoint(str(tmp_path / 'other'), 4, step=1)
@@ -146,18 +134,11 @@ def test_module_entry_point_bad_inputs(tmp_path):
   env = dict(os.environ, JAX_PLATFORMS='cpu', TF_CPP_MIN_LOG_LEVEL='2')
   single = subprocess.Popen([sys.executable, '-m', 's3ta.analysis'] + argv[0], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  several = subprocess.run([sys.executable, '-c', _RUN_MODULE, '||'.join('|'.join(a) for a in argv[1:])],
-                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+  several = launcher_runs.run_each('s3ta.analysis', argv[1:], env=env, timeout=120)
   stdout, stderr = single.communicate(timeout=120)
-  assert single.returncode == 2
-  _assert_one_error_line(subprocess.CompletedProcess(single.args, 2, stdout, stderr), bad[0][1])
-  parts = several.stderr.split('=== exit ')
-  assert several.returncode == 0 and len(parts) == len(bad), several.stderr
-  for i, (_, fragment) in enumerate(bad[1:], start=1):
-    code = int(parts[i].split('\n', 1)[0])
-    errors = [l for l in parts[i - 1].splitlines() if l.startswith('error:')]
-    assert code == 2 and len(errors) == 1 and fragment in errors[0], parts[i - 1]
-  assert 'Traceback' not in several.stderr
+  results = [subprocess.CompletedProcess(single.args, single.returncode, stdout, stderr)] + several
+  for result, (_, fragment) in zip(results, bad):
+    _assert_one_error_line(result, fragment)
   assert not any(os.path.exists(tmp_path / f'out{i}') for i in range(len(bad)))
 
 

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+import launcher_runs
+
 from s3ta.analysis import curves
 
 pytest.importorskip('vizdoom')
@@ -19,21 +21,41 @@ TINY = ['--config.es.population_size=6', '--config.es.rollouts_per_candidate=2',
         '--config.evaluator.rollouts=2', '--config.envs_per_worker=2']
 
 
-def _evolve(workdir, *args, config='experiments/attention_agent.py:take_cover', timeout=420):
+TAKE_COVER = 'experiments/attention_agent.py:take_cover'
+
+
+def _evolve(workdir, *args, config=TAKE_COVER, timeout=420):
   env = dict(os.environ, JAX_PLATFORMS='cpu')
   return subprocess.run([sys.executable, '-m', 'launch.evolve', f'--config={config}',
                          f'--workdir={workdir}', *args], capture_output=True, text=True,
                         timeout=timeout, env=env)
 
 
-@pytest.mark.parametrize('args, config, message', [
+BAD_INPUTS = [
     ([], 'experiments/attention_agent.py:pong', "Unknown attention_agent task 'pong'"),
     (['--config.es.population_size=1'], None, 'config.es.population_size must be an integer >= 2, got 1'),
     (['--config.task.modification=snow'], None, "Unknown modification 'snow' for task 'take_cover'"),
-])  # the other bad values: tests/test_evolution.py, in-process
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, config, message):
-  result = _evolve(str(tmp_path / 'run'), *args,
-                   config=config or 'experiments/attention_agent.py:take_cover', timeout=120)
+]  # the other bad values: tests/test_evolution.py, in-process
+
+
+@pytest.fixture(scope='module')
+def bad_input_runs(tmp_path_factory):
+  """BAD_INPUTS[1:] in one process (tests/launcher_runs.py); BAD_INPUTS[0] runs as `python -m`."""
+  root = tmp_path_factory.mktemp('bad_evolve')
+  results = launcher_runs.run_each(
+      'launch.evolve', [[f'--config={config or TAKE_COVER}', f'--workdir={root}/{i}/run', *args]
+                        for i, (args, config, _) in enumerate(BAD_INPUTS) if i],
+      env=dict(os.environ, JAX_PLATFORMS='cpu'))
+  return [None] + results, root
+
+
+@pytest.mark.parametrize('case', range(len(BAD_INPUTS)), ids=['pong', 'population_size', 'modification'])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, bad_input_runs, case):
+  args, config, message = BAD_INPUTS[case]
+  if case == 0:
+    result = _evolve(str(tmp_path / 'run'), *args, config=config or TAKE_COVER, timeout=120)
+  else:
+    result, tmp_path = bad_input_runs[0][case], bad_input_runs[1] / str(case)
   assert result.returncode == 2, result.stderr[-2000:]
   errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
   assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]

@@ -8,6 +8,8 @@ import pytest
 
 import s3ta  # noqa: F401
 
+import launcher_runs
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -25,7 +27,7 @@ def _train_single(workdir, *args):
   return _cli('launch.train_single', 'experiments/catch.py', workdir, *args)
 
 
-@pytest.mark.parametrize('override, message', [
+BAD_CONFIGS = [
     ('--config.env.game=NotAGame', "Unknown Atari game 'NotAGame' for backend 'envpool'; valid games"),
     ('--config.env.backend=gym', "Unknown config.env.backend 'gym'; valid: ('envpool', 'ale')"),
     ('--config.num_actors=0', 'config.num_actors must be an integer >= 1, got 0'),
@@ -37,14 +39,50 @@ def _train_single(workdir, *args):
     ('--config.num_actors=two', "flag --config.num_actors=two: invalid literal for int()"),
     ('--config.inference.mode=gpu',
      "config.inference.mode must be one of ('auto', 'actor', 'central'), got 'gpu'"),
-])
-def test_bad_config_exits_nonzero_with_one_clear_error(tmp_path, override, message):
-  result = _train(tmp_path, override)
+]
+VERTEX_BAD = [
+    ('/tmp/s3ta-local-run', None, "--workdir='/tmp/s3ta-local-run' is a local path; a Vertex AI run "
+     'needs storage that every node reaches'),
+    ('gs://b/r', '--config.resources.learner_accelerator=k80',
+     "config.resources accelerator 'k80' of 'learner' is not an accelerator xmanager knows; valid: "),
+]
+REMOTE_WORKDIR = 'gs://s3ta-test-bucket/run'
+
+
+def _vertex_args(*args):
+  return ['--config=experiments/atari_expert.py', '--launch_type=vertex_ai', '--dry_run', *args]
+
+
+@pytest.fixture(scope='module')
+def train_runs(tmp_path_factory):
+  """`launch.train` on every command line below but BAD_CONFIGS[0], in one process (launcher_runs).
+
+  Keyed by a short name; BAD_CONFIGS[0] runs as `python -m launch.train` in its test.
+  """
+  root = tmp_path_factory.mktemp('launch_train')
+  lines = {override: ['--config=experiments/smoke.py', f'--workdir={root}/{i}', override]
+           for i, (override, _) in enumerate(BAD_CONFIGS) if i}
+  lines.update({('vertex', workdir): _vertex_args(f'--workdir={workdir}', *([override] if override else []))
+                for workdir, override, _ in VERTEX_BAD})
+  lines['remote'] = ['--config=experiments/smoke.py', f'--workdir={REMOTE_WORKDIR}']
+  lines['vertex_dry_run'] = _vertex_args('--workdir=gs://s3ta-test-bucket/run', '--config.num_actors=3')
+  results = launcher_runs.run_each('launch.train', list(lines.values()),
+                                   env=dict(os.environ, JAX_PLATFORMS='cpu'))
+  return dict(zip(lines, results)), root
+
+
+@pytest.mark.parametrize('case', range(len(BAD_CONFIGS)), ids=[o for o, _ in BAD_CONFIGS])
+def test_bad_config_exits_nonzero_with_one_clear_error(tmp_path, train_runs, case):
+  override, message = BAD_CONFIGS[case]
+  if case == 0:
+    result, workdir = _train(tmp_path, override), tmp_path
+  else:
+    result, workdir = train_runs[0][override], train_runs[1] / str(case)
   assert result.returncode == 2, result.stderr[-2000:]
   errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
   assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
   assert 'Pong' in errors[0] or 'game' not in override  # lists the valid names
-  assert not os.path.exists(os.path.join(tmp_path, 'logs'))  # nothing was launched
+  assert not os.path.exists(os.path.join(workdir, 'logs'))  # nothing was launched
 
 
 def test_validate_config_rejects_more_bad_values():
@@ -224,13 +262,8 @@ def test_cluster_program_and_resources_are_valid():
   assert set(resources) == set(groups)
 
 
-def _dry_run(workdir, *args):
-  return _cli('launch.train', 'experiments/atari_expert.py', workdir, '--launch_type=vertex_ai',
-              '--dry_run', *args)
-
-
-def test_vertex_ai_dry_run_prints_the_whole_job_and_submits_nothing():
-  result = _dry_run('gs://s3ta-test-bucket/run', '--config.num_actors=3')
+def test_vertex_ai_dry_run_prints_the_whole_job_and_submits_nothing(train_runs):
+  result = train_runs[0]['vertex_dry_run']
   assert result.returncode == 0, result.stderr[-2000:]
   out = result.stdout
   assert 'dry run: nothing was built or submitted' in out
@@ -253,14 +286,9 @@ def test_vertex_ai_dry_run_prints_the_whole_job_and_submits_nothing():
   assert 'launched successfully' not in out
 
 
-@pytest.mark.parametrize('workdir, override, message', [
-    ('/tmp/s3ta-local-run', None, "--workdir='/tmp/s3ta-local-run' is a local path; a Vertex AI run "
-     'needs storage that every node reaches'),
-    ('gs://b/r', '--config.resources.learner_accelerator=k80',
-     "config.resources accelerator 'k80' of 'learner' is not an accelerator xmanager knows; valid: "),
-])
-def test_vertex_ai_bad_workdir_or_accelerator_is_one_line_exit_2(workdir, override, message):
-  result = _dry_run(workdir, *([override] if override else []))
+@pytest.mark.parametrize('workdir, override, message', VERTEX_BAD)
+def test_vertex_ai_bad_workdir_or_accelerator_is_one_line_exit_2(train_runs, workdir, override, message):
+  result = train_runs[0][('vertex', workdir)]
   assert result.returncode == 2
   assert _one_error(result).startswith(f'error: {message}')
 
@@ -297,15 +325,20 @@ def test_distributed_launcher_refuses_a_corrupt_checkpoint_before_launching(tmp_
 
 
 def test_unwritable_workdir_and_bad_checkpoints_are_one_line_exit_2(tmp_path):
-  """launch.train_single; launch.train runs the same `cli.check_workdir` (test above)."""
-  (tmp_path / 'a_file').write_text('not a directory')
-  error = _one_error(_train_single(tmp_path / 'a_file' / 'run'))
-  assert 'is not a writable directory (Not a directory)' in error
+  """launch.train_single; launch.train runs the same `cli.check_workdir` (test above).
 
+  The first two run in one process (tests/launcher_runs.py), the third as `python -m`.
+  """
+  (tmp_path / 'a_file').write_text('not a directory')
   workdir = tmp_path / 'run'
   directory = _write_checkpoints(workdir)
   before = _snapshot(directory)
-  error = _one_error(_train_single(workdir))
+  not_a_directory, corrupt = launcher_runs.run_each(
+      'launch.train_single', [['--config=experiments/catch.py', f'--workdir={w}']
+                              for w in (tmp_path / 'a_file' / 'run', workdir)],
+      env=dict(os.environ, JAX_PLATFORMS='cpu'))
+  assert 'is not a writable directory (Not a directory)' in _one_error(not_a_directory)
+  error = _one_error(corrupt)
   assert f'Checkpoint {directory}/ckpt_5 is corrupt (JSONDecodeError' in error
   assert 'move it out of the checkpoints directory' in error
   assert _snapshot(directory) == before  # nothing overwritten or removed
@@ -323,8 +356,11 @@ def test_unwritable_workdir_and_bad_checkpoints_are_one_line_exit_2(tmp_path):
     ('launch.train', 'experiments/smoke.py', 'launch.train --launch_type=local_mp'),
     ('launch.train_single', 'experiments/catch.py', 'launch.train_single'),
 ])
-def test_local_launchers_refuse_a_remote_workdir_in_one_line(module, config, launcher):
-  result = _cli(module, config, 'gs://s3ta-test-bucket/run')
+def test_local_launchers_refuse_a_remote_workdir_in_one_line(train_runs, module, config, launcher):
+  if module == 'launch.train':
+    result = train_runs[0]['remote']
+  else:
+    result = _cli(module, config, REMOTE_WORKDIR)
   assert _one_error(result).startswith(
       f"error: {launcher} runs on this machine and needs a local --workdir, got "
       "'gs://s3ta-test-bucket/run'")

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+import launcher_runs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -16,16 +18,33 @@ def run_pbt(tmp_path, *overrides):
                         timeout=300), workdir
 
 
-@pytest.mark.parametrize('override, message', [
+BAD_CONFIGS = [
     ('--config.population_size=1', 'population_size must be an integer >= 2, got 1'),
     ("--config.pbt.evolve=('learning_rate','momentum')", "Unknown PBT hyperparameter name(s) ['momentum']"),
     ('--config.pbt.ready_interval_frames=0', 'ready_interval_frames must be > 0, got 0'),
     ('--config.pbt.ready_interval_frames=-100', 'ready_interval_frames must be > 0, got -100'),
     ("--config.pbt.exploit=tournament", "Unknown PBT exploit strategy 'tournament'"),
     ("--config.games=Pongg", "Unknown Atari game(s) ['Pongg']"),
-])
-def test_bad_pbt_config_exits_nonzero_with_message(tmp_path, override, message):
-  result, workdir = run_pbt(tmp_path, override)
+]
+
+
+@pytest.fixture(scope='module')
+def bad_config_runs(tmp_path_factory):
+  """BAD_CONFIGS[1:] in one process (tests/launcher_runs.py); BAD_CONFIGS[0] runs as `python -m`."""
+  root = tmp_path_factory.mktemp('bad_pbt')
+  results = launcher_runs.run_each(
+      'launch.pbt', [['--config=experiments/pbt_smoke.py', f'--workdir={root}/{i}/run', override]
+                     for i, (override, _) in enumerate(BAD_CONFIGS) if i])
+  return [None] + results, root
+
+
+@pytest.mark.parametrize('case', range(len(BAD_CONFIGS)), ids=[o for o, _ in BAD_CONFIGS])
+def test_bad_pbt_config_exits_nonzero_with_message(tmp_path, bad_config_runs, case):
+  override, message = BAD_CONFIGS[case]
+  if case == 0:
+    result, workdir = run_pbt(tmp_path, override)
+  else:
+    result, workdir = bad_config_runs[0][case], bad_config_runs[1] / str(case) / 'run'
   assert result.returncode == 2, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
   assert 'launch.pbt: invalid config:' in result.stderr and message in result.stderr, result.stderr[-2000:]
   assert 'Traceback' not in result.stderr

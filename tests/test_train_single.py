@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+import launcher_runs
 from experiments import atari_fast, catch
 from launch import fork, train_single
 from s3ta.utils import checkpoint as checkpoint_lib
@@ -136,7 +137,7 @@ def _cli(tmp_path, *args, timeout=120):
                          *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize('args, message', [
+BAD_INPUTS = [
     (['--config=experiments/catch.py', '--config.single_machine.device=gpu'],
      "config.single_machine.device='gpu', but JAX sees no gpu"),
     (['--config=experiments/catch.py', '--config.single_machine.device=cuda'],
@@ -162,12 +163,29 @@ def _cli(tmp_path, *args, timeout=120):
      "minibatch_axis='samples' needs an agent without recurrent state; network.kind 's3ta'"),
     (['--config=experiments/catch.py', '--config.batch_size=5'],
      'config.batch_size (5) must divide the number of environments (32'),
-])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
-  result = _cli(tmp_path, *args)
+]
+
+
+@pytest.fixture(scope='module')
+def bad_input_runs(tmp_path_factory):
+  """BAD_INPUTS[1:] in one process (tests/launcher_runs.py); BAD_INPUTS[0] runs as `python -m`."""
+  root = tmp_path_factory.mktemp('bad_inputs')
+  results = launcher_runs.run_each(
+      'launch.train_single', [[f'--workdir={root}/{i}', *args] for i, (args, _) in enumerate(BAD_INPUTS) if i],
+      env=dict(os.environ, JAX_PLATFORMS='cpu'))
+  return [None] + results, root
+
+
+@pytest.mark.parametrize('case', range(len(BAD_INPUTS)), ids=[' '.join(a[1:]) for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, bad_input_runs, case):
+  args, message = BAD_INPUTS[case]
+  if case == 0:
+    result, workdir = _cli(tmp_path, *args), tmp_path
+  else:
+    result, workdir = bad_input_runs[0][case], bad_input_runs[1] / str(case)
   errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
   assert result.returncode == 2 and len(errors) == 1 and message in errors[0], result.stderr[-3000:]
-  assert not os.path.exists(os.path.join(tmp_path, 'checkpoints'))
+  assert not os.path.exists(os.path.join(workdir, 'checkpoints'))
 
 
 def test_ctrl_c_saves_a_final_checkpoint_and_exits_130(tmp_path):
