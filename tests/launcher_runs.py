@@ -34,8 +34,10 @@ for argv in runs:
   try:
     runpy.run_module(module, run_name='__main__', alter_sys=True)
     code = 0
-  except SystemExit as e:
+  except SystemExit as e:  # as the interpreter ends: None is 0, a message is printed and is 1
     code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+    if not isinstance(e.code, (int, type(None))):
+      print(e.code, file=sys.stderr, flush=True)
   imported = {{f.name for owner, owned in flags.FLAGS.flags_by_module_dict().items()
               if owner in sys.modules and not owner.startswith('ml_collections') for f in owned}}
   for name in set(flags.FLAGS) - before - imported:  # the launcher's own and its --config.*
