@@ -1,6 +1,6 @@
 """Several command lines of one launcher in one Python process, for the bad-input tests.
 
-A launcher started as `python -m launch.X` spends 5-8 s of CPU on imports (TensorFlow,
+A launcher started as `python -m launch.X` spends about 8 s of CPU on imports (TensorFlow,
 through rlax and Reverb) before it can reject a bad flag, and the suite has dozens of
 such cases. `run_each` starts one child process that runs the module as `-m` does
 (`runpy`, `__name__ == '__main__'`, `sys.argv` set) once per command line, removes the
@@ -65,6 +65,15 @@ def run_each(module: str, command_lines: Sequence[Sequence[str]], *, env=None,
                          f'runs with exit status {done.returncode}:\n{done.stderr[-3000:]}')
   return [subprocess.CompletedProcess([module, *argv], code, out, err)
           for argv, code, out, err in zip(command_lines, codes, stdouts, stderrs)]
+
+
+def run_all_but_first(module: str, cases: Sequence[tuple], *, env=None) -> dict:
+  """`run_each` over `cases[1:]`, each a (workdir, argv) pair: {case index: (result, workdir)}.
+
+  The first case is left to the caller, to run as `python -m` for the entry point itself.
+  """
+  results = run_each(module, [argv for _, argv in cases[1:]], env=env)
+  return {i: (result, workdir) for i, (result, (workdir, _)) in enumerate(zip(results, cases[1:]), start=1)}
 
 
 def _split(text: str):

@@ -42,24 +42,25 @@ BAD_INPUTS = [
 def bad_input_runs(tmp_path_factory):
   """BAD_INPUTS[1:] in one process (tests/launcher_runs.py); BAD_INPUTS[0] runs as `python -m`."""
   root = tmp_path_factory.mktemp('bad_evolve')
-  results = launcher_runs.run_each(
-      'launch.evolve', [[f'--config={config or TAKE_COVER}', f'--workdir={root}/{i}/run', *args]
-                        for i, (args, config, _) in enumerate(BAD_INPUTS) if i],
+  return launcher_runs.run_all_but_first(
+      'launch.evolve', [(root / str(i) / 'run', [f'--config={config or TAKE_COVER}',
+                                                 f'--workdir={root / str(i) / "run"}', *args])
+                        for i, (args, config, _) in enumerate(BAD_INPUTS)],
       env=dict(os.environ, JAX_PLATFORMS='cpu'))
-  return [None] + results, root
 
 
 @pytest.mark.parametrize('case', range(len(BAD_INPUTS)), ids=['pong', 'population_size', 'modification'])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, bad_input_runs, case):
   args, config, message = BAD_INPUTS[case]
   if case == 0:
-    result = _evolve(str(tmp_path / 'run'), *args, config=config or TAKE_COVER, timeout=120)
+    workdir = tmp_path / 'run'
+    result = _evolve(str(workdir), *args, config=config or TAKE_COVER, timeout=120)
   else:
-    result, tmp_path = bad_input_runs[0][case], bad_input_runs[1] / str(case)
+    result, workdir = bad_input_runs[case]
   assert result.returncode == 2, result.stderr[-2000:]
   errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
   assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
-  assert not os.path.exists(tmp_path / 'run' / 'checkpoints')
+  assert not os.path.exists(workdir / 'checkpoints')
 
 
 @pytest.mark.distributed

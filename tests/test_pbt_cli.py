@@ -32,19 +32,16 @@ BAD_CONFIGS = [
 def bad_config_runs(tmp_path_factory):
   """BAD_CONFIGS[1:] in one process (tests/launcher_runs.py); BAD_CONFIGS[0] runs as `python -m`."""
   root = tmp_path_factory.mktemp('bad_pbt')
-  results = launcher_runs.run_each(
-      'launch.pbt', [['--config=experiments/pbt_smoke.py', f'--workdir={root}/{i}/run', override]
-                     for i, (override, _) in enumerate(BAD_CONFIGS) if i])
-  return [None] + results, root
+  return launcher_runs.run_all_but_first(
+      'launch.pbt', [(root / str(i) / 'run', ['--config=experiments/pbt_smoke.py',
+                                              f'--workdir={root / str(i) / "run"}', override])
+                     for i, (override, _) in enumerate(BAD_CONFIGS)])
 
 
 @pytest.mark.parametrize('case', range(len(BAD_CONFIGS)), ids=[o for o, _ in BAD_CONFIGS])
 def test_bad_pbt_config_exits_nonzero_with_message(tmp_path, bad_config_runs, case):
   override, message = BAD_CONFIGS[case]
-  if case == 0:
-    result, workdir = run_pbt(tmp_path, override)
-  else:
-    result, workdir = bad_config_runs[0][case], bad_config_runs[1] / str(case) / 'run'
+  result, workdir = run_pbt(tmp_path, override) if case == 0 else bad_config_runs[case]
   assert result.returncode == 2, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
   assert 'launch.pbt: invalid config:' in result.stderr and message in result.stderr, result.stderr[-2000:]
   assert 'Traceback' not in result.stderr

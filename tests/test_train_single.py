@@ -170,19 +170,16 @@ BAD_INPUTS = [
 def bad_input_runs(tmp_path_factory):
   """BAD_INPUTS[1:] in one process (tests/launcher_runs.py); BAD_INPUTS[0] runs as `python -m`."""
   root = tmp_path_factory.mktemp('bad_inputs')
-  results = launcher_runs.run_each(
-      'launch.train_single', [[f'--workdir={root}/{i}', *args] for i, (args, _) in enumerate(BAD_INPUTS) if i],
+  return launcher_runs.run_all_but_first(
+      'launch.train_single', [(root / str(i), [f'--workdir={root / str(i)}', *args])
+                              for i, (args, _) in enumerate(BAD_INPUTS)],
       env=dict(os.environ, JAX_PLATFORMS='cpu'))
-  return [None] + results, root
 
 
 @pytest.mark.parametrize('case', range(len(BAD_INPUTS)), ids=[' '.join(a[1:]) for a, _ in BAD_INPUTS])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, bad_input_runs, case):
   args, message = BAD_INPUTS[case]
-  if case == 0:
-    result, workdir = _cli(tmp_path, *args), tmp_path
-  else:
-    result, workdir = bad_input_runs[0][case], bad_input_runs[1] / str(case)
+  result, workdir = (_cli(tmp_path, *args), tmp_path) if case == 0 else bad_input_runs[case]
   errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
   assert result.returncode == 2 and len(errors) == 1 and message in errors[0], result.stderr[-3000:]
   assert not os.path.exists(os.path.join(workdir, 'checkpoints'))
