@@ -18,7 +18,7 @@ setuptools.setup(
         'cma==4.5.0', 'box2d==2.3.10', 'pygame-ce==2.5.8', 'vizdoom==1.3.2',
     ],
     extras_require={
-        'test': ['pytest==8.3.3', 'portpicker==1.6.0'],
+        'test': ['pytest==8.3.3', 'pytest-xdist==3.6.1', 'portpicker==1.6.0'],
         # GPU learner: CUDA 12 jaxlib at the same jax version.
         'gpu': ['jax[cuda12]==0.5.3'],
         # The Vertex AI launch (launch/cluster.py); exact pins of its dependencies in requirements.txt.

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 # Exact pins of everything installed here (what /tmp/venv312 was checked with).
 PINS=(jax==0.11.2 jaxlib==0.11.2 flax==0.12.12 optax==0.2.8 chex==0.1.92 ml-collections==1.1.0
-      numpy==2.5.5 msgpack==1.2.4 pytest==9.2.0)
+      numpy==2.5.5 msgpack==1.2.4 pytest==9.2.0 pytest-xdist==3.8.0 execnet==2.1.2)
 
 find_python() {
   if [ -n "${S3TA_NEXT_PYTHON:-}" ]; then echo "$S3TA_NEXT_PYTHON"; return; fi
