@@ -9,6 +9,9 @@ compiled programs only, so what runs is the same (`test_same_seed_same_run`, run
 compares a fresh compile with a cached one); the jit caches that tests count are in memory
 and not affected. A `JAX_COMPILATION_CACHE_DIR` already set is used as it is (and kept). The
 workers start from pytest's own process after this file has set it, so they share the cache.
+JAX writes an entry in place, so a process may read one that another is still writing: JAX
+then warns "Error reading persistent compilation cache entry ... truncated stream" and
+compiles the program itself (a partial entry never decompresses). Rare and harmless.
 
 The workers: each test file is one unit of work, so a module-scoped fixture runs once. The
 files that launch whole programs or train to a threshold (PROGRAM_FILES) are one unit
