@@ -9,14 +9,13 @@
 #   dist1     1 distractor game (003 Fig. 5, low noise), the same player
 #   random32  32 random features appended (002 Fig. 3, n = 32)
 # KIND is a `network.kind` (gawrl, dawrl, mlp, cnn1d, acnn). Each run stops at 4.4 M frames and is
-# resumable: the same command again continues every run from its latest checkpoint, and a run that
-# has finished exits at once. Each writes RUNS_DIR/CONDITION_KIND_sSEED and logs to
-# RUNS_DIR/logs/CONDITION_KIND_sSEED.log.
+# resumable: the same command again continues every run from its latest checkpoint, and a run whose
+# log's summary says it stopped at max_frames is skipped (a resume would only evaluate it again).
+# Each writes RUNS_DIR/CONDITION_KIND_sSEED and logs to RUNS_DIR/logs/CONDITION_KIND_sSEED.log.
 #
 # The distractor games' player is made first if RUNS_DIR/clean_cnn_s2 has not finished: the clean
-# CNN seed 2 (BENCHMARKS.md, "the CNN and a-CNN baselines tie g-AWRL"; about 35 minutes of a core).
-# A lock lets a copy on the other core wait for it instead of training it twice; once its log's
-# summary says it stopped at max_frames it is left alone (a resume would evaluate it again).
+# CNN seed 2 (BENCHMARKS.md, "the CNN and a-CNN baselines tie g-AWRL"; 15-35 minutes of a core).
+# A lock lets a copy on the other core wait for it instead of training it twice.
 #
 # The runs use XLA:CPU's older runtime (XLA_FLAGS below, a jax 0.5 flag that newer XLA rejects):
 # g-AWRL's PPO update is 1.3-1.45x faster there (BENCHMARKS.md, "XLA:CPU's large buffers").
@@ -39,6 +38,10 @@ mkdir -p "$runs/logs"
 python=${PYTHON:-.venv/bin/python}
 export XLA_FLAGS=${XLA_FLAGS:---xla_cpu_use_thunk_runtime=false}
 
+finished() {  # LOG: the run's summary says it stopped at max_frames
+  grep -Eq 'stop reason +max_frames' "$1" 2>/dev/null
+}
+
 train() {  # CONFIG WORKDIR LOG ARGS...: one resumable run of the single-machine trainer on this core
   local config=$1 workdir=$2 log=$3
   shift 3
@@ -50,7 +53,7 @@ distractor=$runs/clean_cnn_s2
 if [[ " $* " == *" dist"* ]]; then
   (
     flock 9
-    grep -Eq 'stop reason +max_frames' "$runs/logs/clean_cnn_s2.log" 2>/dev/null && exit 0
+    finished "$runs/logs/clean_cnn_s2.log" && exit 0
     train experiments/ram_features.py "$distractor" "$runs/logs/clean_cnn_s2.log" \
         --config.network.kind=cnn1d --config.seed=2 --config.env.feature_shuffle_seed=2 \
         --config.max_seconds=14400
@@ -62,6 +65,7 @@ for item in "$@"; do
   IFS=: read -r condition kind seed <<< "$item"
   [ -e "$runs/queue_STOP" ] && { echo "queue_STOP: stopping before $item"; exit 0; }
   name=${condition}_${kind}_s${seed}
+  finished "$runs/logs/$name.log" && { echo "$name: finished, skipped"; continue; }
   case $condition in
     dist*) config=experiments/ram_features.py
            noise=(--config.env.distractors="${condition#dist}" --config.env.distractor_policy=checkpoint
