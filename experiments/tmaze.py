@@ -48,6 +48,8 @@ first view, a blocked first move left the window unchanged and 12 of 140 greedy 
 PPO minibatches of shuffled steps (`ppo.minibatch_axis = 'samples'`, possible for this
 feed-forward agent) instead of whole environments gave no gain over 7 seeds (8.56 +- 0.31
 against 8.64 +- 0.11; BENCHMARKS.md, "T-maze attention agent, PPO minibatches"): kept off.
+`ppo.value_cost = 1.0` is 002 Table 2's: 0.25 learned later and ended lower (6.20 +- 0.30 over
+2 seeds), 2.0 no better (8.39 +- 0.36 over 4; BENCHMARKS.md, "the value-loss weight").
 `env.route = 'any'` pays the T route (back along the top, down the centre and up) like the
 figure 8; 'figure8' does not, and did not help the attention agent (same section).
 """
