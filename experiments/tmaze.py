@@ -55,7 +55,7 @@ The attention agent discounts by `ppo.discount = 0.95` (002 Table 2: 0.99): over
 (20 episodes) 9.66 +- 0.12 against 9.35 +- 0.23 and 9.20 +- 0.13, and 7 seeds of 9 at >= 9.5
 greedy against 5 and 3 (BENCHMARKS.md, "the discount" and "discount 0.95"). A wasted step
 costs 5 % of the next reward's value instead of 1 %; the effective horizon, about 20 steps, is
-one loop. It leaves the random level a little later (median 478 K steps against 422 K).
+one loop. It leaves the random level a little later (median 478 K steps against 422 K at 0.97).
 `env.route = 'any'` pays the T route (back along the top, down the centre and up) like the
 figure 8; 'figure8' does not, and did not help the attention agent (same section).
 """
