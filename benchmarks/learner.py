@@ -9,6 +9,7 @@ repeat 4), as IMPALA does.
   python benchmarks/learner.py --kind=nature --observation_shape=84,84,4 --num_actions=6 \
       --batch_size=16 --unroll_length=20   # the fast baseline (experiments/atari_fast.py)
   python benchmarks/learner.py --batch_size=128 --remat --analyze_only   # memory and FLOPs
+  python benchmarks/learner.py --count_flops --analyze_only   # the step's FLOPs counted in full
   python benchmarks/learner.py --algorithm=ppo --kind=gawrl --observation_shape=8,4,1 \
       --num_actions=6 --batch_size=8 --unroll_length=128   # 002/003's PPO update on Pong features
   python benchmarks/learner.py --algorithm=ppo --kind=gawrl --network_from=experiments/ram_features.py \
@@ -25,11 +26,14 @@ tell what sets it: after the first compile, before anything ran (`device_peak_co
 the compile held, e.g. the autotuner's trials), after the first step (`device_peak_first_step_gib`: one execution)
 and after the timed steps (`device_peak_gib`: steps dispatched back to back). XLA
 counts a while loop's body once, so the scanned recurrent core enters that count for
-one of its T + 1 steps: the FLOPs (and the MFU) are lower bounds; the ConvTorso, applied
-to all frames outside the loop, is counted in full. On a GPU no FLOPs or MFU are reported:
-XLA:GPU's cost analysis leaves out the convolutions, which it runs as cuDNN calls (2 GFLOP for
-the paper's B 32 x T 50 step on an H200, XLA:CPU about 1.8 TFLOP), so take the count from
-`JAX_PLATFORMS=cpu python benchmarks/learner.py ... --analyze_only`.
+one of its T + 1 steps: `xla_flops_per_step` (and the MFU from it) is a lower bound; the
+ConvTorso, applied to all frames outside the loop, is counted in full. `--count_flops` counts
+the step in full (`model_flops_per_step`: four small lowerings with the core's loop unrolled,
+counted before XLA optimises them, extrapolated; seconds, no compile) and takes the MFU from
+that. XLA:GPU's count of the compiled step leaves out the convolutions, which it runs as cuDNN
+calls (2 GFLOP for the paper's B 32 x T 50 step on an H200, XLA:CPU about 1.8 TFLOP), so on a
+GPU no `xla_flops_per_step` is reported; the FLOPs are the program's, not the device's, so
+`--count_flops` on any machine gives the count (paper size: 3.06 GFLOP per agent step).
 `--analyze_only` compiles without running, so it sizes configurations that do not fit.
 With `--algorithm=ppo` a step is one PPO update of the [T + 1, B] rollout (PPOConfig's
 defaults: 3 epochs x 4 minibatches of jitted steps, plus the pass that computes GAE), timed
@@ -104,17 +108,46 @@ def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
   return result
 
 
+def model_flops_per_step(settings: dict, config, num_actions: int, observation_shape,
+                         unroll_length: int, batch_size: int) -> float:
+  """FLOPs of one `sgd_step` as traced, the recurrent core's T + 1 steps counted in full.
+
+  XLA's cost analysis counts a while loop's body once, so this lowers the step with the core's
+  scan unrolled (`scan_unroll` = T + 1: no loop left) at the sizes T, B in {1, 2} and
+  extrapolates: every op is per frame ((T + 1) x B), per unroll (B), per step (T) or per update
+  (the optimizer), so the count is bilinear in T and B and four lowerings fix it. Counted on the
+  unoptimised HLO (no compile: seconds, and on any backend with the convolutions in), so
+  fusion's duplicated elementwise ops are not counted. Model FLOPs: `remat` off, recomputation
+  not counted. Still counted once: the V-trace recursion's loop (rlax), a few FLOPs per step.
+  """
+  counts = {}
+  for t in (1, 2):
+    for b in (1, 2):
+      network = make_network(NetworkConfig.from_dict(dict(settings, remat=False, scan_unroll=t + 1)),
+                             num_actions, observation_shape)
+      state = jax.eval_shape(lambda: init_training_state(network, config, jax.random.PRNGKey(0)))
+      batch = jax.eval_shape(lambda: synthetic_batch(network, t, b))  # pylint: disable=cell-var-from-loop
+      cost = jax.jit(make_sgd_step(network, config, jit=False)).lower(state, batch).cost_analysis()
+      counts[t, b] = float((cost[0] if isinstance(cost, (list, tuple)) else cost)['flops'])
+  per_step_and_unroll = counts[2, 2] - counts[2, 1] - counts[1, 2] + counts[1, 1]
+  per_step = counts[2, 1] - counts[1, 1] - per_step_and_unroll
+  per_unroll = counts[1, 2] - counts[1, 1] - per_step_and_unroll
+  per_update = counts[1, 1] - per_step - per_unroll - per_step_and_unroll
+  return (per_update + per_step * unroll_length + per_unroll * batch_size
+          + per_step_and_unroll * unroll_length * batch_size)
+
+
 def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
         observation_shape=(210, 160, 3), num_actions: int = 18, remat: bool = False,
         analyze_only: bool = False, peak_tflops: float = 0.0, algorithm: str = 'impala',
-        experiment=None) -> dict:
+        experiment=None, count_flops: bool = False, scan_unroll: int = 1) -> dict:
   """`experiment`: an experiment's ConfigDict whose network (kind, dtype, remat replaced) and
   PPO settings are used instead of the defaults."""
   settings = dict(experiment.network.to_dict() if experiment else {}, kind=kind, dtype=dtype,
-                  remat=remat)
+                  remat=remat, scan_unroll=scan_unroll)
   network = make_network(NetworkConfig.from_dict(settings), num_actions, observation_shape)
   header = {'algorithm': algorithm, 'kind': kind, 'dtype': dtype, 'remat': remat,
-            'batch_size': batch_size, 'unroll_length': unroll_length,
+            'scan_unroll': scan_unroll, 'batch_size': batch_size, 'unroll_length': unroll_length,
             'device': str(jax.devices()[0]),
             'glibc_tunables': os.environ.get('GLIBC_TUNABLES', '')}  # launch/host_tuning.py
   if algorithm == 'ppo':
@@ -122,15 +155,18 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
     if batch_size % config.num_minibatches:
       raise ValueError(f'--batch_size ({batch_size}) must be a multiple of PPO\'s '
                        f'{config.num_minibatches} minibatches.')
-    if analyze_only:
-      raise ValueError('--analyze_only sizes the IMPALA sgd_step; PPO updates run a host loop of '
-                       'jitted minibatch steps (use --algorithm=impala).')
+    if analyze_only or count_flops:
+      raise ValueError('--analyze_only and --count_flops size the IMPALA sgd_step; PPO updates '
+                       'run a host loop of jitted minibatch steps (use --algorithm=impala).')
     analysis = {}
     state = ppo.init_training_state(network, config, jax.random.PRNGKey(0))
     sgd_step = ppo.make_ppo_update(network, config)
   else:
     config = LearnerConfig()
     analysis = xla_analysis(network, config, unroll_length, batch_size)
+    if count_flops:
+      analysis['model_flops_per_step'] = model_flops_per_step(
+          settings, config, num_actions, observation_shape, unroll_length, batch_size)
     if analyze_only:
       return dict(header, **analysis)
     state = init_training_state(network, config, jax.random.PRNGKey(0))
@@ -159,8 +195,9 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
   if peak_first_step is not None:  # the allocator's own figures (GPU/TPU; not XLA:CPU)
     result['device_peak_first_step_gib'] = peak_first_step
     result['device_peak_gib'] = device_peak_gib()
-  if 'xla_flops_per_step' in analysis:
-    result['tflop_per_s'] = round(analysis['xla_flops_per_step'] / seconds / 1e12, 3)
+  flops = analysis.get('model_flops_per_step', analysis.get('xla_flops_per_step'))
+  if flops is not None:  # the full count where there is one, else XLA's lower bound
+    result['tflop_per_s'] = round(flops / seconds / 1e12, 3)
     if peak_tflops > 0:
       result['mfu'] = round(result['tflop_per_s'] / peak_tflops, 4)
   return result
@@ -180,6 +217,10 @@ def main():
   parser.add_argument('--num_actions', type=int, default=18)
   parser.add_argument('--remat', action='store_true',
                       help='recompute core steps in the backward pass (NetworkConfig.remat)')
+  parser.add_argument('--scan_unroll', type=int, default=1,
+                      help="core steps per scan-loop iteration (NetworkConfig.scan_unroll)")
+  parser.add_argument('--count_flops', action='store_true',
+                      help='count the step\'s FLOPs in full (four small XLA:CPU compiles)')
   parser.add_argument('--analyze_only', action='store_true',
                       help='only compile: XLA memory and FLOP figures, no timed steps')
   parser.add_argument('--network_from', default='',
@@ -188,7 +229,7 @@ def main():
   parser.add_argument('--peak_tflops', type=float, default=0.0,
                       help='the device peak for MFU (e.g. H100 SXM dense bf16: 989)')
   args = parser.parse_args()
-  for name in ('batch_size', 'unroll_length', 'steps'):
+  for name in ('batch_size', 'unroll_length', 'steps', 'scan_unroll'):
     if getattr(args, name) < 1:
       parser.error(f'--{name} must be >= 1, got {getattr(args, name)}')
   try:
@@ -208,7 +249,8 @@ def main():
     result = run(args.kind, args.batch_size, args.unroll_length, args.steps, args.dtype,
                  observation_shape=shape, num_actions=args.num_actions, remat=args.remat,
                  analyze_only=args.analyze_only, peak_tflops=args.peak_tflops,
-                 algorithm=args.algorithm, experiment=experiment)
+                 algorithm=args.algorithm, experiment=experiment,
+                 count_flops=args.count_flops, scan_unroll=args.scan_unroll)
   except ValueError as e:  # a bad combination of options: one line, exit 2
     parser.error(str(e))
   print(json.dumps(result))

@@ -112,6 +112,7 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.network.time_frame_channels = 3  # channels of one view in the frame stack
   config.network.dtype = 'float32'  # compute dtype ('bfloat16' for speed on accelerators)
   config.network.remat = False  # recompute core steps in backward (B 128 x T 50: XLA temp 65 -> 31 GiB)
+  config.network.scan_unroll = 1  # core steps per scan-loop iteration (a speed knob; same numbers)
 
   config.learner = ml_collections.ConfigDict()  # passed to LearnerConfig.from_dict (A.1)
   config.learner.learning_rate = 2e-4  # RMSProp learning rate

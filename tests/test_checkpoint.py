@@ -161,11 +161,12 @@ def test_an_older_format_is_refused_naming_both_versions(tmp_path, old):
     checkpoint.restore(path, state)
 
 
-def test_fields_newer_than_the_checkpoint_and_remat_do_not_block_a_resume(tmp_path):
+def test_fields_newer_than_the_checkpoint_and_runtime_switches_do_not_block_a_resume(tmp_path):
   older = {k: v for k, v in dataclasses.asdict(TINY).items() if k not in ('mlp_hidden', 'remat')}
+  assert older['scan_unroll'] == 1
   checkpoint.save(str(tmp_path), 5, _state(), network_config=older)  # written before those fields
-  restored = checkpoint.restore(str(tmp_path), _state(),
-                                network_config=dataclasses.replace(TINY, remat=True))
+  restored = checkpoint.restore(str(tmp_path), _state(),  # how the scan runs is no difference
+                                network_config=dataclasses.replace(TINY, remat=True, scan_unroll=4))
   assert restored.step == 5
   with pytest.raises(ValueError, match='lstm_size: checkpoint 8 vs requested 16'):
     checkpoint.restore(str(tmp_path), _state(), network_config=dict(older, lstm_size=16))

@@ -291,16 +291,21 @@ def test_step_matches_a_one_step_unroll_and_threshold_one_is_hard_attention():
     (dict(time_token_norm='batch'), r"time_token_norm must be one of \('none', 'layer', 'scale_only'\), got 'batch'"),
     (dict(time_readout='mean'), r"time_readout must be one of \('all', 'newest'\), got 'mean'"),
     (dict(kind='l2_keys', key_norm=True), "key_norm=True does not apply to kind='l2_keys'"),
+    (dict(scan_unroll=0), 'scan_unroll must be >= 1, got 0'),
 ])
 def test_bad_network_config_is_rejected_with_a_clear_message(bad, match):
   with pytest.raises(ValueError, match=match):
     NetworkConfig.from_dict(bad)
 
 
-def test_remat_keeps_parameters_outputs_and_gradients():
-  """`remat` only trades memory for recomputation: same parameter tree, same numbers."""
-  plain = small_network('s3ta')
-  remat = make_network(dict(SMALL, kind='s3ta', remat=True), 3, (6, 5, 3))
+@pytest.mark.parametrize('kind', ['s3ta', 'resnet_lstm'])
+@pytest.mark.parametrize('runtime', [dict(remat=True), dict(scan_unroll=3), dict(scan_unroll=4),
+                                     dict(remat=True, scan_unroll=2)])
+def test_remat_and_scan_unroll_keep_parameters_outputs_and_gradients(kind, runtime):
+  """`remat` trades memory for recomputation and `scan_unroll` loop iterations for code size
+  (3 does not divide the 4 steps: a remainder): same parameter tree, same numbers."""
+  plain = small_network(kind)
+  remat = make_network(dict(SMALL, kind=kind, **runtime), 3, (6, 5, 3))
   params = plain.init(jax.random.PRNGKey(0))
   assert jax.tree_util.tree_structure(remat.init(jax.random.PRNGKey(0))) == (
       jax.tree_util.tree_structure(params))

@@ -108,6 +108,8 @@ class NetworkConfig:
   time_frame_channels: int = 3  # channels of one view in the frame stack
   dtype: str = 'float32'  # compute dtype: 'float32' or 'bfloat16'
   remat: bool = False  # recompute each scanned core step in the backward pass (less memory)
+  scan_unroll: int = 1  # core steps per iteration of the scan's loop (`jax.lax.scan`'s unroll):
+  # larger fuses across steps (a speed knob for accelerators); the same numbers either way
 
   def __post_init__(self):
     if self.kind not in NETWORK_KINDS:
@@ -122,7 +124,8 @@ class NetworkConfig:
     if not 0 < self.key_channels < self.vision_lstm_channels:
       raise ValueError(f'key_channels must be in (0, vision_lstm_channels={self.vision_lstm_channels}), '
                        f'got {self.key_channels}.')
-    for name in ('num_heads', 'basis_frequencies', 'lstm_size', 'head_hidden', 'nature_hidden'):
+    for name in ('num_heads', 'basis_frequencies', 'lstm_size', 'head_hidden', 'nature_hidden',
+                 'scan_unroll'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}.')
     for name in ('awrl_heads', 'awrl_key_size', 'awrl_model_size', 'awrl_layers',
@@ -516,7 +519,7 @@ class AgentModule(nn.Module):
     if cfg.kind in ATTENTION_KINDS:
       features = ConvTorso(cfg, name='torso')(frames)
       core_cls = nn.scan(wrap(S3TACore), variable_broadcast='params', split_rngs={'params': False},
-                         in_axes=(0, nn.broadcast), out_axes=0)
+                         in_axes=(0, nn.broadcast), out_axes=0, unroll=cfg.scan_unroll)
       core = core_cls(cfg, self.num_actions,
                       attention_lib.spatial_basis(*cfg.vision_shape(self.observation_shape),
                                                   cfg.basis_frequencies), name='core')
@@ -528,7 +531,7 @@ class AgentModule(nn.Module):
                'time_attention': time_attention.TimeAttentionTorso}.get(cfg.kind, ResNetTorso)
       features = torso(cfg, name='torso')(frames)
       core_cls = nn.scan(wrap(BaselineCore), variable_broadcast='params', split_rngs={'params': False},
-                         in_axes=(0, nn.broadcast), out_axes=0)
+                         in_axes=(0, nn.broadcast), out_axes=0, unroll=cfg.scan_unroll)
       core = core_cls(cfg, self.num_actions, name='core')
     features = jax.tree_util.tree_map(lambda x: x.reshape((time, batch) + x.shape[1:]), features)
     steps = (features, inputs.prev_action, inputs.prev_reward, inputs.is_first)

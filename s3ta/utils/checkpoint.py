@@ -207,7 +207,7 @@ def _commit_remote(directory: str, final: str, state_bytes: bytes, metadata_byte
 
 
 # Network fields that change how a step is computed, not what the parameters are.
-RUNTIME_ONLY_NETWORK_FIELDS = ('remat',)
+RUNTIME_ONLY_NETWORK_FIELDS = ('remat', 'scan_unroll')
 
 
 def _differing_keys(saved: dict, wanted: dict) -> list[str]:
