@@ -141,8 +141,8 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
         observation_shape=(210, 160, 3), num_actions: int = 18, remat: bool = False,
         analyze_only: bool = False, peak_tflops: float = 0.0, algorithm: str = 'impala',
         experiment=None, count_flops: bool = False, scan_unroll: int = 1) -> dict:
-  """`experiment`: an experiment's ConfigDict whose network (kind, dtype, remat replaced) and
-  PPO settings are used instead of the defaults."""
+  """`experiment`: an experiment's ConfigDict whose network (kind, dtype, remat and scan_unroll
+  replaced) and PPO settings are used instead of the defaults."""
   settings = dict(experiment.network.to_dict() if experiment else {}, kind=kind, dtype=dtype,
                   remat=remat, scan_unroll=scan_unroll)
   network = make_network(NetworkConfig.from_dict(settings), num_actions, observation_shape)
@@ -220,12 +220,12 @@ def main():
   parser.add_argument('--scan_unroll', type=int, default=1,
                       help="core steps per scan-loop iteration (NetworkConfig.scan_unroll)")
   parser.add_argument('--count_flops', action='store_true',
-                      help='count the step\'s FLOPs in full (four small XLA:CPU compiles)')
+                      help='count the step\'s FLOPs in full (four small lowerings, no compile)')
   parser.add_argument('--analyze_only', action='store_true',
                       help='only compile: XLA memory and FLOP figures, no timed steps')
   parser.add_argument('--network_from', default='',
                       help='path/to/experiment.py[:arg]: its network and PPO settings (kind, '
-                           'dtype and remat still from the flags)')
+                           'dtype, remat and scan_unroll still from the flags)')
   parser.add_argument('--peak_tflops', type=float, default=0.0,
                       help='the device peak for MFU (e.g. H100 SXM dense bf16: 989)')
   args = parser.parse_args()
