@@ -33,7 +33,9 @@ counted before XLA optimises them, extrapolated; seconds, no compile) and takes 
 that. XLA:GPU's count of the compiled step leaves out the convolutions, which it runs as cuDNN
 calls (2 GFLOP for the paper's B 32 x T 50 step on an H200, XLA:CPU about 1.8 TFLOP), so on a
 GPU no `xla_flops_per_step` is reported; the FLOPs are the program's, not the device's, so
-`--count_flops` on any machine gives the count (paper size: 3.06 GFLOP per agent step).
+`--count_flops` on any machine gives the count (paper size: 3.06 GFLOP per agent step), and
+`model_flops_core_share`, the share spent in the core's T + 1 sequential steps (S3TA 0.65,
+the ResNet-LSTM 0.002: the rest runs batched over all frames).
 `--analyze_only` compiles without running, so it sizes configurations that do not fit.
 With `--algorithm=ppo` a step is one PPO update of the [T + 1, B] rollout (PPOConfig's
 defaults: 3 epochs x 4 minibatches of jitted steps, plus the pass that computes GAE), timed
@@ -108,6 +110,14 @@ def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
   return result
 
 
+def traced_flops(network, config, unroll_length: int, batch_size: int) -> float:
+  """XLA's count of the unoptimised `sgd_step` (a while loop's body once)."""
+  state = jax.eval_shape(lambda: init_training_state(network, config, jax.random.PRNGKey(0)))
+  batch = jax.eval_shape(lambda: synthetic_batch(network, unroll_length, batch_size))
+  cost = jax.jit(make_sgd_step(network, config, jit=False)).lower(state, batch).cost_analysis()
+  return float((cost[0] if isinstance(cost, (list, tuple)) else cost)['flops'])
+
+
 def model_flops_per_step(settings: dict, config, num_actions: int, observation_shape,
                          unroll_length: int, batch_size: int) -> float:
   """FLOPs of one `sgd_step` as traced, the recurrent core's T + 1 steps counted in full.
@@ -125,16 +135,24 @@ def model_flops_per_step(settings: dict, config, num_actions: int, observation_s
     for b in (1, 2):
       network = make_network(NetworkConfig.from_dict(dict(settings, remat=False, scan_unroll=t + 1)),
                              num_actions, observation_shape)
-      state = jax.eval_shape(lambda: init_training_state(network, config, jax.random.PRNGKey(0)))
-      batch = jax.eval_shape(lambda: synthetic_batch(network, t, b))  # pylint: disable=cell-var-from-loop
-      cost = jax.jit(make_sgd_step(network, config, jit=False)).lower(state, batch).cost_analysis()
-      counts[t, b] = float((cost[0] if isinstance(cost, (list, tuple)) else cost)['flops'])
+      counts[t, b] = traced_flops(network, config, t, b)
   per_step_and_unroll = counts[2, 2] - counts[2, 1] - counts[1, 2] + counts[1, 1]
   per_step = counts[2, 1] - counts[1, 1] - per_step_and_unroll
   per_unroll = counts[1, 2] - counts[1, 1] - per_step_and_unroll
   per_update = counts[1, 1] - per_step - per_unroll - per_step_and_unroll
   return (per_update + per_step * unroll_length + per_unroll * batch_size
           + per_step_and_unroll * unroll_length * batch_size)
+
+
+def core_flops_share(settings: dict, config, num_actions: int, observation_shape,
+                     unroll_length: int, batch_size: int, full_flops: float) -> float:
+  """The share of `full_flops` spent in the recurrent core's T + 1 sequential steps (forward
+  and backward): the looped step's count holds one of them, the full count all T + 1, so
+  their difference is T of them. The rest (torso, loss, optimizer) runs batched over all frames."""
+  network = make_network(NetworkConfig.from_dict(dict(settings, remat=False, scan_unroll=1)),
+                         num_actions, observation_shape)
+  one_step = (full_flops - traced_flops(network, config, unroll_length, batch_size)) / unroll_length
+  return (unroll_length + 1) * one_step / full_flops
 
 
 def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
@@ -165,8 +183,11 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
     config = LearnerConfig()
     analysis = xla_analysis(network, config, unroll_length, batch_size)
     if count_flops:
-      analysis['model_flops_per_step'] = model_flops_per_step(
-          settings, config, num_actions, observation_shape, unroll_length, batch_size)
+      flops = model_flops_per_step(settings, config, num_actions, observation_shape,
+                                   unroll_length, batch_size)
+      analysis['model_flops_per_step'] = flops
+      analysis['model_flops_core_share'] = round(core_flops_share(
+          settings, config, num_actions, observation_shape, unroll_length, batch_size, flops), 4)
     if analyze_only:
       return dict(header, **analysis)
     state = init_training_state(network, config, jax.random.PRNGKey(0))

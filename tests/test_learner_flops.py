@@ -1,10 +1,9 @@
 """The learner benchmark's full FLOP count (`benchmarks/learner.py --count_flops`)."""
 
-import jax
 import pytest
 
 from benchmarks import learner as learner_benchmark
-from s3ta.learning import LearnerConfig, init_training_state, make_sgd_step
+from s3ta.learning import LearnerConfig
 from s3ta.networks import make_network
 
 pytestmark = pytest.mark.core  # pure JAX: also run on the newer stack (scripts/check_next_stack.sh)
@@ -17,14 +16,8 @@ SHAPE, ACTIONS = (6, 5, 3), 3
 
 
 def xla_flops(settings, unroll_length, batch_size):
-  """XLA's own count for the traced sgd_step (a while loop's body once)."""
-  network = make_network(settings, ACTIONS, SHAPE)
-  config = LearnerConfig()
-  state = jax.eval_shape(lambda: init_training_state(network, config, jax.random.PRNGKey(0)))
-  batch = jax.eval_shape(
-      lambda: learner_benchmark.synthetic_batch(network, unroll_length, batch_size))
-  cost = jax.jit(make_sgd_step(network, config, jit=False)).lower(state, batch).cost_analysis()
-  return float((cost[0] if isinstance(cost, (list, tuple)) else cost)['flops'])
+  return learner_benchmark.traced_flops(make_network(settings, ACTIONS, SHAPE), LearnerConfig(),
+                                        unroll_length, batch_size)
 
 
 @pytest.mark.parametrize('kind', ['s3ta', 'resnet_lstm'])
@@ -41,3 +34,18 @@ def test_full_count_matches_the_unrolled_step_and_exceeds_the_looped_count(kind)
   # remat is left out of the count (model FLOPs): the same figure with it on.
   assert learner_benchmark.model_flops_per_step(dict(settings, remat=True), LearnerConfig(), ACTIONS,
                                                 SHAPE, unroll_length=5, batch_size=3) == full
+
+
+def test_core_share_gives_one_core_step_the_same_flops_at_any_unroll_length():
+  """A core step's FLOPs do not depend on T: the share times the count over T + 1 steps agrees
+  at T 3 and T 6; S3TA's core holds a large share, the ResNet-LSTM's LSTM a smaller one."""
+  per_core_step, shares = {}, {}
+  for kind in ('s3ta', 'resnet_lstm'):
+    for t in (3, 6):
+      settings = dict(SMALL, kind=kind)
+      full = learner_benchmark.model_flops_per_step(settings, LearnerConfig(), ACTIONS, SHAPE, t, 2)
+      share = learner_benchmark.core_flops_share(settings, LearnerConfig(), ACTIONS, SHAPE, t, 2, full)
+      shares[kind, t], per_core_step[kind, t] = share, share * full / (t + 1)
+    assert per_core_step[kind, 3] == pytest.approx(per_core_step[kind, 6], rel=1e-3)  # V-trace's loop
+  assert 0.3 < shares['s3ta', 6] < 1
+  assert 0 < shares['resnet_lstm', 6] < shares['s3ta', 6]
