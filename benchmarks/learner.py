@@ -28,9 +28,9 @@ and after the timed steps (`device_peak_gib`: steps dispatched back to back). XL
 counts a while loop's body once, so the scanned recurrent core enters that count for
 one of its T + 1 steps: `xla_flops_per_step` (and the MFU from it) is a lower bound; the
 ConvTorso, applied to all frames outside the loop, is counted in full. `--count_flops` counts
-the step in full (`model_flops_per_step`: four small lowerings with the core's loop unrolled,
-counted before XLA optimises them, extrapolated; seconds, no compile) and takes the MFU from
-that. XLA:GPU's count of the compiled step leaves out the convolutions, which it runs as cuDNN
+the step in full (`model_flops_per_step`, `full_flop_count` below: small lowerings with the
+core's loop unrolled, counted before XLA optimises them, extrapolated; seconds, no compile) and
+takes the MFU from that. XLA:GPU's count of the compiled step leaves out the convolutions, which it runs as cuDNN
 calls (2 GFLOP for the paper's B 32 x T 50 step on an H200, XLA:CPU about 1.8 TFLOP), so on a
 GPU no `xla_flops_per_step` is reported; the FLOPs are the program's, not the device's, so
 `--count_flops` on any machine gives the count (paper size: 3.06 GFLOP per agent step), and
@@ -118,41 +118,51 @@ def traced_flops(network, config, unroll_length: int, batch_size: int) -> float:
   return float((cost[0] if isinstance(cost, (list, tuple)) else cost)['flops'])
 
 
-def model_flops_per_step(settings: dict, config, num_actions: int, observation_shape,
-                         unroll_length: int, batch_size: int) -> float:
-  """FLOPs of one `sgd_step` as traced, the recurrent core's T + 1 steps counted in full.
+def flops_coefficients(settings: dict, config, num_actions: int, observation_shape, *,
+                       unrolled: bool) -> tuple[float, float, float, float]:
+  """XLA's count of the traced `sgd_step` as c0 + cT T + cB B + cTB T B, from T, B in {1, 2}.
 
-  XLA's cost analysis counts a while loop's body once, so this lowers the step with the core's
-  scan unrolled (`scan_unroll` = T + 1: no loop left) at the sizes T, B in {1, 2} and
-  extrapolates: every op is per frame ((T + 1) x B), per unroll (B), per step (T) or per update
-  (the optimizer), so the count is bilinear in T and B and four lowerings fix it. Counted on the
-  unoptimised HLO (no compile: seconds, and on any backend with the convolutions in), so
-  fusion's duplicated elementwise ops are not counted. Model FLOPs: `remat` off, recomputation
-  not counted. Still counted once: the V-trace recursion's loop (rlax), a few FLOPs per step.
+  Every op is per frame ((T + 1) x B), per unroll (B), per step (T) or per update (the
+  optimizer), so the count is bilinear in T and B and four lowerings fix it. `unrolled`: the
+  core's scan unrolled (`scan_unroll` = T + 1: no loop left, every step counted); else as it
+  runs, a loop whose body XLA counts once. Counted on the unoptimised HLO (no compile: seconds,
+  and on any backend with the convolutions in), so fusion's duplicated elementwise ops are not
+  counted; `remat` off (model FLOPs, recomputation not counted).
   """
   counts = {}
   for t in (1, 2):
     for b in (1, 2):
-      network = make_network(NetworkConfig.from_dict(dict(settings, remat=False, scan_unroll=t + 1)),
-                             num_actions, observation_shape)
+      network = make_network(NetworkConfig.from_dict(
+          dict(settings, remat=False, scan_unroll=t + 1 if unrolled else 1)), num_actions,
+                             observation_shape)
       counts[t, b] = traced_flops(network, config, t, b)
   per_step_and_unroll = counts[2, 2] - counts[2, 1] - counts[1, 2] + counts[1, 1]
   per_step = counts[2, 1] - counts[1, 1] - per_step_and_unroll
   per_unroll = counts[1, 2] - counts[1, 1] - per_step_and_unroll
   per_update = counts[1, 1] - per_step - per_unroll - per_step_and_unroll
-  return (per_update + per_step * unroll_length + per_unroll * batch_size
-          + per_step_and_unroll * unroll_length * batch_size)
+  return per_update, per_step, per_unroll, per_step_and_unroll
 
 
-def core_flops_share(settings: dict, config, num_actions: int, observation_shape,
-                     unroll_length: int, batch_size: int, full_flops: float) -> float:
-  """The share of `full_flops` spent in the recurrent core's T + 1 sequential steps (forward
-  and backward): the looped step's count holds one of them, the full count all T + 1, so
-  their difference is T of them. The rest (torso, loss, optimizer) runs batched over all frames."""
-  network = make_network(NetworkConfig.from_dict(dict(settings, remat=False, scan_unroll=1)),
-                         num_actions, observation_shape)
-  one_step = (full_flops - traced_flops(network, config, unroll_length, batch_size)) / unroll_length
-  return (unroll_length + 1) * one_step / full_flops
+def full_flop_count(settings: dict, config, num_actions: int, observation_shape,
+                    unroll_length: int, batch_size: int) -> dict:
+  """The step's FLOPs with the recurrent core's T + 1 steps counted in full, and their share.
+
+  `model_flops_per_step`: the unrolled count at T, B. `model_flops_core_share`: the share of it
+  in the core's T + 1 sequential steps (forward and backward); the rest (torso, loss,
+  optimizer) runs batched over all frames. A core step's FLOPs are how much faster the full
+  count grows with T than the looped one (whose loop body enters once whatever T), which holds
+  whatever constant either count adds at the loop's ends (newer JAX drops the last step's dead
+  work when unrolled). Still counted once in both: the V-trace recursion's loop, a few FLOPs
+  per step.
+  """
+  c0, c_t, c_b, c_tb = flops_coefficients(settings, config, num_actions, observation_shape,
+                                          unrolled=True)
+  _, looped_t, _, looped_tb = flops_coefficients(settings, config, num_actions, observation_shape,
+                                                 unrolled=False)
+  total = c0 + c_t * unroll_length + c_b * batch_size + c_tb * unroll_length * batch_size
+  core_step = (c_t - looped_t) + (c_tb - looped_tb) * batch_size
+  return dict(model_flops_per_step=total,
+              model_flops_core_share=(unroll_length + 1) * core_step / total)
 
 
 def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
@@ -183,11 +193,10 @@ def run(kind: str, batch_size: int, unroll_length: int, steps: int, dtype: str,
     config = LearnerConfig()
     analysis = xla_analysis(network, config, unroll_length, batch_size)
     if count_flops:
-      flops = model_flops_per_step(settings, config, num_actions, observation_shape,
-                                   unroll_length, batch_size)
-      analysis['model_flops_per_step'] = flops
-      analysis['model_flops_core_share'] = round(core_flops_share(
-          settings, config, num_actions, observation_shape, unroll_length, batch_size, flops), 4)
+      counts = full_flop_count(settings, config, num_actions, observation_shape, unroll_length,
+                               batch_size)
+      analysis['model_flops_per_step'] = counts['model_flops_per_step']
+      analysis['model_flops_core_share'] = round(counts['model_flops_core_share'], 4)
     if analyze_only:
       return dict(header, **analysis)
     state = init_training_state(network, config, jax.random.PRNGKey(0))
@@ -241,7 +250,7 @@ def main():
   parser.add_argument('--scan_unroll', type=int, default=1,
                       help="core steps per scan-loop iteration (NetworkConfig.scan_unroll)")
   parser.add_argument('--count_flops', action='store_true',
-                      help='count the step\'s FLOPs in full (four small lowerings, no compile)')
+                      help='count the step\'s FLOPs in full (eight small lowerings, no compile)')
   parser.add_argument('--analyze_only', action='store_true',
                       help='only compile: XLA memory and FLOP figures, no timed steps')
   parser.add_argument('--network_from', default='',

@@ -25,27 +25,31 @@ def test_full_count_matches_the_unrolled_step_and_exceeds_the_looped_count(kind)
   """Extrapolated from T, B in {1, 2} to T 5, B 3, the count is XLA's for the same step with
   no loop left (`scan_unroll` = T + 1); XLA's count of the looped step has one core step of six."""
   settings = dict(SMALL, kind=kind)
-  full = learner_benchmark.model_flops_per_step(settings, LearnerConfig(), ACTIONS, SHAPE,
-                                                unroll_length=5, batch_size=3)
+  full = learner_benchmark.full_flop_count(settings, LearnerConfig(), ACTIONS, SHAPE,
+                                           unroll_length=5, batch_size=3)['model_flops_per_step']
   unrolled = xla_flops(dict(settings, scan_unroll=6), 5, 3)
   looped = xla_flops(settings, 5, 3)
   assert full == pytest.approx(unrolled, rel=1e-4)  # V-trace's own loop: a few FLOPs a step
   assert full > looped * 1.05  # the core's other five steps are real work
   # remat is left out of the count (model FLOPs): the same figure with it on.
-  assert learner_benchmark.model_flops_per_step(dict(settings, remat=True), LearnerConfig(), ACTIONS,
-                                                SHAPE, unroll_length=5, batch_size=3) == full
+  assert learner_benchmark.full_flop_count(dict(settings, remat=True), LearnerConfig(), ACTIONS,
+                                           SHAPE, 5, 3)['model_flops_per_step'] == full
 
 
-def test_core_share_gives_one_core_step_the_same_flops_at_any_unroll_length():
-  """A core step's FLOPs do not depend on T: the share times the count over T + 1 steps agrees
-  at T 3 and T 6; S3TA's core holds a large share, the ResNet-LSTM's LSTM a smaller one."""
-  per_core_step, shares = {}, {}
-  for kind in ('s3ta', 'resnet_lstm'):
-    for t in (3, 6):
-      settings = dict(SMALL, kind=kind)
-      full = learner_benchmark.model_flops_per_step(settings, LearnerConfig(), ACTIONS, SHAPE, t, 2)
-      share = learner_benchmark.core_flops_share(settings, LearnerConfig(), ACTIONS, SHAPE, t, 2, full)
-      shares[kind, t], per_core_step[kind, t] = share, share * full / (t + 1)
-    assert per_core_step[kind, 3] == pytest.approx(per_core_step[kind, 6], rel=1e-3)  # V-trace's loop
-  assert 0.3 < shares['s3ta', 6] < 1
-  assert 0 < shares['resnet_lstm', 6] < shares['s3ta', 6]
+def test_looped_count_is_bilinear_too():
+  """The core's share rests on the looped count's coefficients: they predict T 5 x B 3."""
+  settings = dict(SMALL, kind='s3ta')
+  c0, c_t, c_b, c_tb = learner_benchmark.flops_coefficients(settings, LearnerConfig(), ACTIONS,
+                                                            SHAPE, unrolled=False)
+  assert c0 + 5 * c_t + 3 * c_b + 15 * c_tb == pytest.approx(xla_flops(settings, 5, 3), rel=1e-4)
+
+
+def test_core_share_follows_the_core_size():
+  """S3TA's core holds a large share, the ResNet-LSTM's LSTM a smaller one, and a wider
+  core LSTM (the torso unchanged) raises the share."""
+  def share(**settings):
+    return learner_benchmark.full_flop_count(dict(SMALL, **settings), LearnerConfig(), ACTIONS,
+                                             SHAPE, 6, 2)['model_flops_core_share']
+  s3ta, wide, resnet = share(kind='s3ta'), share(kind='s3ta', lstm_size=64), share(kind='resnet_lstm')
+  assert 0.3 < s3ta < wide < 1
+  assert 0 < resnet < s3ta
