@@ -123,7 +123,8 @@ def measure(make_client, config, num_actors: int, seconds: float, warmup_seconds
               latency_ms_p95=float(np.percentile(lat, 95)))
 
 
-def _measure_courier(config, num_actors: int, wait_ms: float, seconds: float) -> dict:
+def _measure_courier(config, num_actors: int, wait_ms: float, seconds: float,
+                     warmup_seconds: float) -> dict:
   """The node in its own process behind courier, as in the distributed program."""
   import courier  # pylint: disable=g-import-not-at-top
   context = multiprocessing.get_context('spawn')
@@ -133,7 +134,7 @@ def _measure_courier(config, num_actors: int, wait_ms: float, seconds: float) ->
   try:
     address = port_queue.get(timeout=300)
     result = measure(lambda: courier.Client(address, call_timeout=300), config, num_actors, seconds,
-                     _WARMUP.value)
+                     warmup_seconds)
   finally:
     stop_event.set()
     requests, calls = port_queue.get(timeout=60)
@@ -144,14 +145,15 @@ def _measure_courier(config, num_actors: int, wait_ms: float, seconds: float) ->
   return result
 
 
-def _measure_direct(config, num_actors: int, wait_ms: float, seconds: float) -> dict:
+def _measure_direct(config, num_actors: int, wait_ms: float, seconds: float,
+                    warmup_seconds: float) -> dict:
   """The node's serving loop in a thread of this process; actors call its `step` directly."""
   stop = threading.Event()
   server = _make_server(config, num_actors, wait_ms, stop.is_set)
   loop = threading.Thread(target=server.run, name='inference-node', daemon=True)
   loop.start()
   try:
-    result = measure(lambda: server, config, num_actors, seconds, _WARMUP.value)
+    result = measure(lambda: server, config, num_actors, seconds, warmup_seconds)
   finally:
     stop.set()
     loop.join(timeout=60)
@@ -174,9 +176,9 @@ def main(argv):
   results = []
   for n in counts:  # a fresh node per N: max_requests = N, as the program sets it
     if _TRANSPORT.value == 'direct':
-      result = _measure_direct(config, n, wait_ms, _SECONDS.value)
+      result = _measure_direct(config, n, wait_ms, _SECONDS.value, _WARMUP.value)
     else:
-      result = _measure_courier(config, n, wait_ms, _SECONDS.value)
+      result = _measure_courier(config, n, wait_ms, _SECONDS.value, _WARMUP.value)
     results.append(result)
     print(f"actors {n:3d}: {result['requests_per_s']:8.1f} requests/s, "
           f"{result['frames_per_s']:9.0f} frames/s, latency mean {result['latency_ms_mean']:.1f} ms, "
