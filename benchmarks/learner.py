@@ -85,12 +85,23 @@ def device_peak_gib() -> float | None:
   return round(stats['peak_bytes_in_use'] / 2**30, 2) if 'peak_bytes_in_use' in stats else None
 
 
-def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
-  """XLA's memory and cost analysis of the compiled `sgd_step` (compiled, not run)."""
+def lower_sgd_step(network, config, unroll_length: int, batch_size: int):
+  """`sgd_step` lowered for abstract state and batch of these sizes (nothing allocated)."""
   state = jax.eval_shape(lambda: init_training_state(network, config, jax.random.PRNGKey(0)))
   batch = jax.eval_shape(lambda: synthetic_batch(network, unroll_length, batch_size))
+  return jax.jit(make_sgd_step(network, config, jit=False)).lower(state, batch)
+
+
+def _cost_flops(cost) -> float | None:
+  """The FLOPs of a cost analysis (a list of one dict on older JAX), or None."""
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return float(cost['flops']) if cost and 'flops' in cost else None
+
+
+def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
+  """XLA's memory and cost analysis of the compiled `sgd_step` (compiled, not run)."""
   start = time.perf_counter()
-  compiled = jax.jit(make_sgd_step(network, config, jit=False)).lower(state, batch).compile()
+  compiled = lower_sgd_step(network, config, unroll_length, batch_size).compile()
   result = {'compile_s': round(time.perf_counter() - start, 2)}
   peak = device_peak_gib()  # nothing has run yet: what the compile itself held
   if peak is not None:
@@ -100,22 +111,18 @@ def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
     for name in ('temp', 'argument', 'output'):
       result[f'xla_{name}_gib'] = round(getattr(memory, f'{name}_size_in_bytes') / 2**30, 3)
   if jax.devices()[0].platform == 'gpu':  # its count misses the convolutions: no MFU from it
-    result['xla_flops_note'] = ('XLA:GPU cost analysis omits cuDNN convolutions; for FLOPs run '
-                                'JAX_PLATFORMS=cpu ... --analyze_only')
+    result['xla_flops_note'] = ('XLA:GPU cost analysis omits cuDNN convolutions; for FLOPs '
+                                'and MFU pass --count_flops')
     return result
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # a list on older JAX
-  if cost and 'flops' in cost:
-    result['xla_flops_per_step'] = float(cost['flops'])  # loop bodies once: a lower bound
+  flops = _cost_flops(compiled.cost_analysis())
+  if flops is not None:
+    result['xla_flops_per_step'] = flops  # loop bodies once: a lower bound
   return result
 
 
 def traced_flops(network, config, unroll_length: int, batch_size: int) -> float:
   """XLA's count of the unoptimised `sgd_step` (a while loop's body once)."""
-  state = jax.eval_shape(lambda: init_training_state(network, config, jax.random.PRNGKey(0)))
-  batch = jax.eval_shape(lambda: synthetic_batch(network, unroll_length, batch_size))
-  cost = jax.jit(make_sgd_step(network, config, jit=False)).lower(state, batch).cost_analysis()
-  return float((cost[0] if isinstance(cost, (list, tuple)) else cost)['flops'])
+  return _cost_flops(lower_sgd_step(network, config, unroll_length, batch_size).cost_analysis())
 
 
 def flops_coefficients(settings: dict, config, num_actions: int, observation_shape, *,

@@ -5,13 +5,10 @@ import pytest
 from benchmarks import learner as learner_benchmark
 from s3ta.learning import LearnerConfig
 from s3ta.networks import make_network
+from tests.test_networks import SMALL
 
 pytestmark = pytest.mark.core  # pure JAX: also run on the newer stack (scripts/check_next_stack.sh)
 
-SMALL = dict(conv_channels=(8,), conv_kernels=(3,), conv_strides=(1,), vision_lstm_channels=16,
-             key_channels=4, num_heads=2, basis_frequencies=1, query_hidden=(16,),
-             answer_hidden=(32,), lstm_size=16, head_hidden=16, resnet_channels=(8,),
-             resnet_blocks=1, resnet_hidden=16)
 SHAPE, ACTIONS = (6, 5, 3), 3
 
 
