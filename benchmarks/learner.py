@@ -122,7 +122,11 @@ def xla_analysis(network, config, unroll_length: int, batch_size: int) -> dict:
 
 def traced_flops(network, config, unroll_length: int, batch_size: int) -> float:
   """XLA's count of the unoptimised `sgd_step` (a while loop's body once)."""
-  return _cost_flops(lower_sgd_step(network, config, unroll_length, batch_size).cost_analysis())
+  flops = _cost_flops(lower_sgd_step(network, config, unroll_length, batch_size).cost_analysis())
+  if flops is None:
+    raise RuntimeError(f'XLA on {jax.default_backend()} reported no FLOPs for the traced step; '
+                       '--count_flops needs a backend whose cost analysis has "flops" (cpu, gpu)')
+  return flops
 
 
 def flops_coefficients(settings: dict, config, num_actions: int, observation_shape, *,
