@@ -142,9 +142,15 @@ def test_module_entry_point_bad_inputs(tmp_path):
   assert not any(os.path.exists(tmp_path / f'out{i}') for i in range(len(bad)))
 
 
-def test_checkpoint_from_a_workdir(tmp_path, capsys):
-  _save_checkpoint(str(tmp_path / 'run' / 'checkpoints'), 6, step=3)
+def test_checkpoint_from_a_workdir(tmp_path, capsys, monkeypatch):
+  for step in (3, 5):
+    _save_checkpoint(str(tmp_path / 'run' / 'checkpoints'), 6, step=step)
+  restored = []
+  restore = rollout._restore_agent  # pylint: disable=protected-access
+  monkeypatch.setattr(rollout, '_restore_agent',
+                      lambda path, *a: restored.append(path) or restore(path, *a))
   out = _run(['attention-video', f'--checkpoint={tmp_path}/run', f'--out={tmp_path}/out', '--steps=2'], capsys)
+  assert restored == [os.path.join(str(tmp_path), 'run', 'checkpoints', 'ckpt_5')]  # the workdir's newest
   assert f'wrote {tmp_path}/out/attention_video.gif' in out
   assert _gif(tmp_path / 'out' / 'attention_video.gif')[0] == 2
 

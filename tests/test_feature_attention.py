@@ -108,17 +108,23 @@ def test_random_features_get_an_irrelevant_mass_csv(tmp_path):
     assert 0.0 <= float(row['mass']) <= 1.0
 
 
-def test_time_attention_maps_over_past_views_and_bad_uses_are_named(tmp_path):
+def test_time_attention_maps_over_past_views_and_bad_uses_are_named(tmp_path, capsys):
   config = tmaze.get_config('attention')
   out = _analyse(tmp_path, config, steps=3)
   rows = _read_csv(out)
   assert rows[0] == ['head'] + [f't-{31 - i}' for i in range(32)] and len(rows) == 5
   with open(os.path.join(out, 'reward_attention.csv')) as f:
     assert [row['head'] for row in csv.DictReader(f)] == ['0', '1', '2', '3']
+  capsys.readouterr()
   assert cli.main(['feature-attention', f'--out={out}']) == 2  # no checkpoint
+  assert capsys.readouterr().err == (
+      'error: feature-attention needs --checkpoint (the run knows its environment).\n')
   baseline = tmaze.get_config('')
   _checkpoint(tmp_path / 'lstm', baseline)
   assert cli.main(['feature-attention', f'--checkpoint={tmp_path / "lstm"}', f'--out={out}']) == 2
+  assert capsys.readouterr().err == (
+      "error: feature-attention shows the maps of ('gawrl', 'dawrl', 'time_attention') agents; "
+      "this checkpoint holds a 'resnet_lstm' network.\n")
 
 
 def test_reward_attention_is_the_mass_on_past_reward_views_against_their_share():

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import psutil
 import pytest
+from PIL import Image
 
 from s3ta.analysis import cli, patches
 from s3ta.evolution import controller
@@ -46,11 +47,18 @@ def evolved_workdir(tmp_path_factory):
   return workdir
 
 
-def test_the_three_subcommands_write_their_outputs(evolved_workdir, tmp_path):
+def test_the_three_subcommands_write_their_outputs(evolved_workdir, tmp_path, monkeypatch):
   out = str(tmp_path / 'out')
+  written = []
+  save_gif = patches.render.save_gif
+  monkeypatch.setattr(patches.render, 'save_gif',
+                      lambda frames, *a, **k: written.append(frames) or save_gif(frames, *a, **k))
   assert cli.main(['patch-video', f'--checkpoint={evolved_workdir}', f'--out={out}',
                    '--max-steps=12', '--every=3', '--which=best_eval']) == 0
-  assert os.path.getsize(os.path.join(out, 'patches_none_seed0.gif')) > 1000
+  assert len(written) == 1 and len(written[0]) == 4  # steps 0, 3, 6 and 9 of 12
+  # Each frame: the 96 x 96 observation and its highlighted copy at 3x, 4 px apart, under a banner.
+  assert {frame.shape[1:] for frame in written[0]} == {(2 * 3 * 96 + 4, 3)}
+  assert Image.open(os.path.join(out, 'patches_none_seed0.gif')).size[0] == 2 * 3 * 96 + 4
   assert cli.main(['patch-importance', f'--checkpoint={evolved_workdir}', f'--out={out}',
                    '--max-steps=10', '--episodes=2', '--which=best']) == 0
   rows = open(os.path.join(out, 'patch_importance.csv')).read().splitlines()

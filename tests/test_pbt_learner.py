@@ -74,7 +74,12 @@ def test_set_state_copies_donor_and_hyperparams_do_not_recompile():
   metrics = recipient.step_on_batch(data)
   recipient.step_on_batch(batch(network, 1))
   assert recipient._sgd_step._cache_size() == compiled  # pylint: disable=protected-access
-  assert metrics != metrics_donor  # entropy cost 0.5 vs the donor's 0.01
+  # From the same parameters on the same batch, only the entropy term's weight differs:
+  # loss = pg + 0.5 baseline + cost * sum(pi log pi), and sum(pi log pi) = -entropy * T * B.
+  for name in ('pg_loss', 'baseline_loss', 'entropy'):
+    assert metrics[name] == pytest.approx(metrics_donor[name], rel=1e-5), name
+  entropy_term = -metrics['entropy'] * T * B
+  assert metrics['loss'] - metrics_donor['loss'] == pytest.approx((0.5 - 0.01) * entropy_term, rel=1e-3)
   assert recipient.counters.learner_steps == 3 and recipient.counters.learner_frames == 3 * B * T * 4
 
 

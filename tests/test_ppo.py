@@ -57,9 +57,16 @@ def test_advantages_are_normalised_per_minibatch():
   logits = np.zeros((2, 2, 3), np.float32)
   advantages = np.array([[1.0, 3.0], [5.0, 7.0]], np.float32)
   zeros = np.zeros((2, 2), np.float32)
-  _, m = ppo.ppo_loss(logits, zeros, np.zeros((2, 2), np.int32), logits, advantages, zeros, zeros,
-                      config=config, entropy_cost=0.0)
+  actions = np.zeros((2, 2), np.int32)
+  loss = lambda l: ppo.ppo_loss(l, zeros, actions, logits, advantages, zeros, zeros, config=config,
+                                entropy_cost=0.0)
+  _, m = loss(logits)
   assert abs(float(m['pg_loss'])) < 1e-6  # normalised advantages have mean 0
+  # ...and unit spread: d(-mean(ratio * A))/d logits = -A / 4 * (onehot(0) - 1/3) at ratio 1,
+  # with A = (advantages - 4) / sqrt(5), the minibatch's own mean and (population) std.
+  normalised = (advantages - 4.0) / np.sqrt(5.0)
+  expected = -normalised[..., None] / 4 * (np.array([1.0, 0.0, 0.0]) - 1 / 3)
+  np.testing.assert_allclose(jax.grad(lambda l: loss(l)[0])(logits), expected, rtol=1e-5, atol=1e-7)
 
 
 def _feed_forward_network():

@@ -2,9 +2,10 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import psutil
-import pytest
 
 from benchmarks import soak
 
@@ -26,7 +27,19 @@ def test_growth_after_warmup_per_named_node(tmp_path):
                    ('actor_0', 20 * mib, 20 * mib, 0.0)]  # pid 13 exited during warm-up
 
 
-def test_sample_reads_this_process_and_a_missing_launcher_is_exit_2():
+def test_sample_reads_the_launcher_and_its_children_and_a_missing_launcher_is_exit_2(capsys):
   me = psutil.Process()
-  assert soak.sample(me)[me.pid] == pytest.approx(me.memory_info().rss, rel=0.2)
+  # A child holding 64 MiB of touched memory: the sample lists it beside this process.
+  child = subprocess.Popen([sys.executable, '-c', 'import time; b = b"x" * (64 << 20); '
+                            'print(1, flush=True); time.sleep(60)'], stdout=subprocess.PIPE)
+  try:
+    child.stdout.readline()  # its memory is allocated
+    rss = soak.sample(me)
+    assert set(rss) >= {me.pid, child.pid}
+    assert rss[child.pid] > 64 << 20
+  finally:
+    child.kill()
+    child.wait()
+  assert child.pid not in soak.sample(me)  # an exited node is left out
   assert soak.main(['--launcher_pid=999999999', '--workdir=/nonexistent']) == 2
+  assert 'error: no process with --launcher_pid=999999999.' in capsys.readouterr().err

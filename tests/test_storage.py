@@ -115,8 +115,21 @@ def test_a_remote_writer_writes_a_chunk_once_its_period_has_passed(remote_workdi
   assert len(storage.listdir(f'{remote_workdir}/chunks')) == 1
 
 
-def test_remote_workdir_check_writes_and_removes_a_probe(remote_workdir):
+def test_remote_workdir_check_writes_and_removes_a_probe(remote_workdir, monkeypatch):
+  written = []
+  write_bytes = storage.write_bytes
+  monkeypatch.setattr(storage, 'write_bytes',
+                      lambda path, data: written.append(path) or write_bytes(path, data))
   cli.check_workdir(remote_workdir, {'kind': 'nature'})
-  assert storage.listdir(remote_workdir) == []
+  assert len(written) == 1 and written[0].startswith(f'{remote_workdir}/.write-test-')
+  assert storage.listdir(remote_workdir) == []  # and removed again
+
+  def refuse(path, data):
+    raise PermissionError(13, 'Permission denied')
+
+  monkeypatch.setattr(storage, 'write_bytes', refuse)
+  with pytest.raises(ValueError, match=r"workdir 'ram://.*' is not a writable directory "
+                                       r"\(Permission denied\)"):
+    cli.check_workdir(remote_workdir, {'kind': 'nature'})
   with pytest.raises(ValueError, match='CSV metrics are written to local workdirs only'):
     metrics.MetricsWriter(remote_workdir, 'learner', tensorboard=False, csv_file=True)

@@ -7,12 +7,15 @@ import subprocess
 import sys
 import time
 
+import jax
 import numpy as np
 import pytest
 
 import launcher_runs
 from experiments import atari_fast, catch
 from launch import fork, train_single
+from s3ta.envs import factory
+from s3ta.networks import make_network
 from s3ta.utils import checkpoint as checkpoint_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -95,21 +98,38 @@ def test_ppo_runs_through_the_same_trainer_and_resumes(tmp_path):
   # (16th) minibatch step ran at the rate of optimizer count 15.
   assert final['train/learning_rate'] == pytest.approx(2.5e-4 * (1 - 15 / (1250 * 4)))
   config.max_learner_steps = 6
-  again = train_single.train(config, str(tmp_path), log=lambda line: None)
-  assert again.counters['learner_steps'] == 6  # resumed from ckpt_4 with Adam's state
+  lines = []
+  again = train_single.train(config, str(tmp_path), log=lines.append)
+  assert any('resumed from' in line and 'ckpt_4' in line for line in lines), lines
+  assert again.counters['learner_steps'] == 6
+  assert again.counters['train_seconds'] > result.counters['train_seconds']
+  # The two updates after the resume continue Adam's count and the annealing: steps 16-23.
+  finals = [r for r in _records(tmp_path) if r['label'] == 'learner' and r.get('final')]
+  assert len(finals) == 2 and finals[-1]['learner_steps'] == 6
+  assert finals[-1]['train/learning_rate'] == pytest.approx(2.5e-4 * (1 - 23 / (1250 * 4)))
 
 
 def test_same_seed_same_run(tmp_path):
   """The fixed policy lag makes a run independent of thread timing."""
   a = train_single.train(_tiny_catch(6), str(tmp_path / 'a'), log=lambda line: None)
   b = train_single.train(_tiny_catch(6), str(tmp_path / 'b'), log=lambda line: None)
-  for x, y in zip(*(jax_leaves(r.params) for r in (a, b))):
-    np.testing.assert_array_equal(x, y)
+  assert jax.tree_util.tree_structure(a.params) == jax.tree_util.tree_structure(b.params)
+  jax.tree_util.tree_map(np.testing.assert_array_equal, a.params, b.params)
+  initial = _initial_params(_tiny_catch(6))
+  assert any(np.any(x != y) for x, y in zip(jax.tree_util.tree_leaves(a.params),
+                                            jax.tree_util.tree_leaves(initial)))  # it trained
+  losses = [[r['train/loss'] for r in _records(tmp_path / run) if 'train/loss' in r]
+            for run in ('a', 'b')]
+  assert losses[0] and losses[0] == losses[1]
 
 
-def jax_leaves(tree):
-  import jax  # pylint: disable=g-import-not-at-top
-  return jax.tree_util.tree_leaves(tree)
+def _initial_params(config):
+  """The parameters `train_single.train(config, ...)` starts from (its key split)."""
+  settings = train_single.validate_config(config)
+  num_actions, observation_shape = factory.env_spec(config.env)
+  network = make_network(config.network.to_dict(), num_actions, observation_shape)
+  params_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)[0]
+  return jax.device_get(train_single.make_update(settings, config, network, params_key)[0].params)
 
 
 @pytest.mark.parametrize('backend', ['envpool', 'ale'])
@@ -125,10 +145,16 @@ def test_atari_fast_baseline_runs_on_both_backends(tmp_path, backend):
   config.max_seconds = 0.0
   config.max_learner_steps = 3
   config.evaluator.enabled = False
+  # Both backends give the fast baseline the same spec: Pong's minimal 6 actions, 4 gray 84x84 frames.
+  assert factory.env_spec(config.env) == (6, (84, 84, 4))
   result = train_single.train(config, str(tmp_path), log=lambda line: None)
   assert result.counters['learner_frames'] == 3 * 4 * 4 * 4  # steps x B x T x action repeat
-  actor = [r for r in _records(tmp_path) if r['label'] == 'actor_0'][-1]
-  assert actor['frames'] == actor['env_steps'] * 4
+  assert result.env_steps >= 3 * 4  # the learner's 3 batches of 4 envs x 4 steps were acted
+  learner = [r for r in _records(tmp_path) if r['label'] == 'learner' and 'train/loss' in r]
+  assert learner and all(np.isfinite(r['train/loss']) for r in learner)
+  initial = _initial_params(config)
+  assert any(np.any(x != y) for x, y in zip(jax.tree_util.tree_leaves(result.params),
+                                            jax.tree_util.tree_leaves(initial)))  # it learned from them
 
 
 def _cli(tmp_path, *args, timeout=120):
