@@ -30,6 +30,8 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
+from launch import cli, config_checks  # neither imports Launchpad, Reverb or TensorFlow
+
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Experiment config file.')
 _ACTORS = flags.DEFINE_list('actors', ['1', '2', '4', '8', '16'], 'Simulated actor counts.')
 _SECONDS = flags.DEFINE_float('seconds', 10.0, 'Measuring time per actor count.')
@@ -165,14 +167,20 @@ def _measure_direct(config, num_actors: int, wait_ms: float, seconds: float,
 def main(argv):
   del argv
   config = _CONFIG.value
-  counts = [int(n) for n in _ACTORS.value]
-  if not counts or min(counts) < 1 or max(counts) > MAX_ACTORS:
-    raise app.UsageError(f'--actors must be integers in [1, {MAX_ACTORS}], got {_ACTORS.value}.')
+  counts = [int(n) for n in _ACTORS.value if n.strip().isdigit()]
+  if not counts or len(counts) < len(_ACTORS.value) or min(counts) < 1 or max(counts) > MAX_ACTORS:
+    cli.exit_error(f'--actors must be integers in [1, {MAX_ACTORS}], got {_ACTORS.value}.')
   if not 0 < _SECONDS.value <= MAX_SECONDS:
-    raise app.UsageError(f'--seconds must be in (0, {MAX_SECONDS:g}], got {_SECONDS.value}.')
+    cli.exit_error(f'--seconds must be in (0, {MAX_SECONDS:g}], got {_SECONDS.value}.')
   if not 0 <= _WARMUP.value <= MAX_SECONDS:
-    raise app.UsageError(f'--warmup_seconds must be in [0, {MAX_SECONDS:g}], got {_WARMUP.value}.')
-  wait_ms = config.inference.wait_ms if _WAIT_MS.value is None else _WAIT_MS.value
+    cli.exit_error(f'--warmup_seconds must be in [0, {MAX_SECONDS:g}], got {_WARMUP.value}.')
+  if _WAIT_MS.value is not None:
+    config.inference.wait_ms = _WAIT_MS.value
+  try:  # the window, and the rest of the config, before a network is built
+    config_checks.validate_distributed(config)
+  except ValueError as e:
+    cli.exit_error(f'invalid config: {e}')
+  wait_ms = config.inference.wait_ms
   results = []
   for n in counts:  # a fresh node per N: max_requests = N, as the program sets it
     if _TRANSPORT.value == 'direct':
@@ -191,4 +199,4 @@ def main(argv):
 
 if __name__ == '__main__':
   flags.mark_flag_as_required('config')
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

@@ -22,6 +22,7 @@ if __name__ == '__main__':  # first: the stages then run under the program's own
   host_tuning.reexec_with_host_tuning()  # glibc huge pages, as every launcher (host_tuning.py)
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from s3ta.envs import factory
 from s3ta.networks import make_network
 from benchmarks import stages
 from benchmarks.stages import envpool_fps, inference_fps, learner_fps
-from launch import config_checks
+from launch import cli, config_checks
 
 from absl import app, flags  # pylint: disable=g-import-not-at-top
 from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
@@ -78,7 +79,20 @@ def end_to_end(config_arg: list, workdir: str) -> dict:
 def main(argv):
   del argv
   config = _CONFIG.value
-  config_checks.validate_distributed(config)
+  if config is None:
+    cli.exit_error('--config is required, e.g. --config=experiments/smoke.py.')
+  try:
+    config_checks.validate_distributed(config)
+  except ValueError as e:
+    cli.exit_error(f'invalid config: {e}')
+  if not (math.isfinite(_SECONDS.value) and _SECONDS.value > 0):
+    cli.exit_error(f'--seconds must be a number > 0, got {_SECONDS.value!r}.')
+  if not _SKIP_E2E.value:  # checked before the stages' minutes, not after
+    if not _WORKDIR.value:
+      cli.exit_error('--workdir is required for the end-to-end run (or --skip_end_to_end).')
+    unknown = [mode for mode in _INFERENCE.value if mode not in ('actor', 'central')]
+    if unknown or not _INFERENCE.value:
+      cli.exit_error(f"--inference must list 'actor' and/or 'central', got {_INFERENCE.value}.")
   num_actions, observation_shape = factory.env_spec(config.env)
   network = make_network(config.network.to_dict(), num_actions, observation_shape)
   seconds = _SECONDS.value
@@ -95,11 +109,7 @@ def main(argv):
               results['c_learner_fps'])
   results['bound_fps'] = bound
   if not _SKIP_E2E.value:
-    if not _WORKDIR.value:
-      raise app.UsageError('--workdir is required for the end-to-end run.')
     for mode in _INFERENCE.value:
-      if mode not in ('actor', 'central'):
-        raise app.UsageError(f"--inference must list 'actor' and/or 'central', got {mode!r}.")
       print(f'(d) end to end, inference {mode}: python -m launch.train ...', flush=True)
       e2e = end_to_end(results['config'] + [f'--config.inference.mode={mode}'],
                        os.path.abspath(f'{_WORKDIR.value}_{mode}'))
@@ -125,4 +135,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

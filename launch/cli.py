@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 import uuid
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from absl import flags
 
@@ -48,14 +48,40 @@ def stop_on_signals(stop: threading.Event) -> list:
   return received
 
 
+def exit_error(message: str) -> NoReturn:
+  """Bad input: one `error:` line on stderr, exit status 2."""
+  print(f'error: {message}', file=sys.stderr, flush=True)
+  sys.exit(2)
+
+
 def parse_flags(argv: Sequence[str]) -> list:
   """Parses `argv` into absl's FLAGS; on a bad flag prints one line and exits 2."""
-  try:
-    return flags.FLAGS(list(argv))
-  except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:
-    message = unknown_config_key(argv) or _first_line(e)
-    print(f'error: {message}', file=sys.stderr, flush=True)
-    sys.exit(2)
+  message = missing_config_file(argv)
+  if message is None:
+    try:
+      return flags.FLAGS(list(argv))
+    except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:
+      message = unknown_config_key(argv) or _first_line(e)
+      if "has no attribute 'get_config'" in message:  # ml_collections names a module, not the file
+        message = (f'--config file {_flag_value(argv, "config").partition(":")[0]!r} defines no '
+                   'get_config(); see experiments/ for examples.')
+  exit_error(message)
+
+
+def missing_config_file(argv: Sequence[str]) -> Optional[str]:
+  """One sentence if `--config=PATH[:ARG]` names no file (ml_collections would defer the
+  failure to the first use of the config, as a traceback), else None."""
+  spec = _flag_value(argv, 'config')
+  if spec is None:
+    return None
+  path = spec.partition(':')[0]
+  if os.path.isfile(path):
+    return None
+  folder = os.path.dirname(path) or '.'
+  choices = sorted(name for name in os.listdir(folder) if name.endswith('.py')
+                   and not name.startswith('_')) if os.path.isdir(folder) else []
+  listing = f'; {folder}/ holds {", ".join(choices)}' if choices else ''
+  return f'--config file {path!r} does not exist{listing}.'
 
 
 def unknown_config_key(argv: Sequence[str]) -> Optional[str]:

@@ -11,6 +11,7 @@ import numpy as np
 from s3ta.envs import factory
 from s3ta.learning import LearnerConfig
 from s3ta.networks import NetworkConfig
+from s3ta.utils import dataclass_config
 
 
 def require_positive_ints(config, names) -> None:
@@ -24,11 +25,16 @@ def require_positive_ints(config, names) -> None:
 
 def validate_common(config) -> None:
   """Raises ValueError naming the first bad value of the fields both trainers read."""
+  dataclass_config.reject_nan(config, 'config')
+  seed = config.get('seed', 0)
+  if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed < 2**31:
+    raise ValueError(f'config.seed must be an integer in [0, 2**31), got {seed!r}.')
   factory.validate(config.env)
   require_positive_ints(config, ('unroll_length', 'batch_size', 'env.num_envs'))
   for name in ('max_frames', 'max_seconds', 'max_learner_steps', 'checkpoint_minutes'):
-    if config[name] < 0:
-      raise ValueError(f'config.{name} must be >= 0, got {config[name]!r}.')
+    if not (np.isfinite(config[name]) and config[name] >= 0):
+      raise ValueError(f'config.{name} must be a finite number >= 0, got '
+                       f'{config[name]!r}.')
   if config.log_period_s <= 0:
     raise ValueError(f'config.log_period_s must be > 0, got {config.log_period_s!r}.')
   if not (config.max_frames or config.max_seconds or config.max_learner_steps):

@@ -51,17 +51,25 @@ def fork(source: str, step: int, destination: str) -> tuple:
   if step not in available:
     raise ForkError(f'--step={step}: {source!r} has no complete checkpoint ckpt_{step}; available '
                     f'steps: {sorted(available) or "none"}.')
+  if os.path.exists(destination) and not os.path.isdir(destination):
+    raise ForkError(f'--to={destination!r} is a file; fork into a new or empty directory.')
   for name in (checkpoint_lib.checkpoint_dir(destination), os.path.join(destination, JSONL_FILE)):
     if os.path.exists(name):
       raise ForkError(f'--to={destination!r} already holds a run ({name} exists); fork into a new '
                       'or empty directory.')
-  with open(os.path.join(available[step], checkpoint_lib.METADATA_FILE)) as f:
-    saved_at = json.load(f)['time']
+  try:  # a fork resumes from the copy: it must decode as a resume would read it
+    saved_at = checkpoint_lib.checked_metadata(available[step])['time']
+  except (ValueError, KeyError) as e:
+    raise ForkError(f'--step={step}: {e} Other steps of {source!r}: '
+                    f'{sorted(set(available) - {step}) or "none"}.') from None
   lines = trunk_lines(source, saved_at)
   target = os.path.join(checkpoint_lib.checkpoint_dir(destination), os.path.basename(available[step]))
-  shutil.copytree(available[step], target)
-  with open(os.path.join(destination, JSONL_FILE), 'wb') as f:
-    f.write(b''.join(line + b'\n' for line in lines))
+  try:
+    shutil.copytree(available[step], target)
+    with open(os.path.join(destination, JSONL_FILE), 'wb') as f:
+      f.write(b''.join(line + b'\n' for line in lines))
+  except OSError as e:
+    raise ForkError(f'--to={destination!r} cannot be written ({e.strerror or e}).') from None
   return target, len(lines)
 
 

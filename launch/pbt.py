@@ -65,6 +65,11 @@ def games_of(config) -> tuple:
   return levels.resolve_games(config.games) if config.games else ()
 
 
+def member_dir(workdir: str, member: int) -> str:
+  """Member `member`'s own workdir (checkpoints, metrics) inside the population's."""
+  return os.path.join(workdir, f'member_{member}')
+
+
 def member_config(config, member: int):
   """The single-agent config of member `member` (its own seed)."""
   out = copy.deepcopy(config)
@@ -89,6 +94,8 @@ def validate_pbt_config(config) -> None:
   for name, value in config.pbt_init_ranges.items():
     if name not in pbt.bounds:
       raise ValueError(f'Unknown hyperparameter {name!r} in config.pbt_init_ranges; valid: {sorted(pbt.bounds)}.')
+    if not (isinstance(value, (tuple, list)) and len(value) == 2):
+      raise ValueError(f'config.pbt_init_ranges.{name} must be a pair (low, high), got {value!r}.')
     low, high = value
     if not 0 < low <= high:
       raise ValueError(f'config.pbt_init_ranges.{name} must satisfy 0 < low <= high, got {value!r}.')
@@ -143,16 +150,13 @@ def build_pbt_program(config, workdir: str):
   base_hp = base_hyperparams(config)
   init_ranges = {k: tuple(v) for k, v in config.pbt_init_ranges.items()}
 
-  def member_dir(m):
-    return os.path.join(workdir, f'member_{m}')
-
   network_fn = functools.partial(single.build_network, config, num_actions, observation_shape)
   build_replay_tables = functools.partial(single.build_replay_tables, config, network_fn)
 
   def build_learner(m, replay_client):
     from s3ta.pbt.learner import PBTLearner  # pylint: disable=g-import-not-at-top  (in the node only)
     # No stop_program: the controller stops the program once every member is done.
-    return single.build_learner(members[m], member_dir(m), network_fn, replay_client,
+    return single.build_learner(members[m], member_dir(workdir, m), network_fn, replay_client,
                                 learner_cls=PBTLearner, name=f'member {m} learner',
                                 fitness_window=config.fitness_window)
 
@@ -162,13 +166,13 @@ def build_pbt_program(config, workdir: str):
     env_config = copy.deepcopy(members[m].env)
     env_config.game = game
     on_episodes = functools.partial(report_episodes, game, learner_client, stop_event.is_set)
-    return single.build_actor(members[m], member_dir(m), network_fn, actor_id, replay_client,
+    return single.build_actor(members[m], member_dir(workdir, m), network_fn, actor_id, replay_client,
                               learner_client, env_config=env_config,
                               label=f'actor_{actor_id}_{game}', on_episodes=on_episodes,
                               stop_event=stop_event, attempt=attempt)
 
   def build_supervised_actor(m, actor_id, replay_client, learner_client):
-    return single.build_supervisor(members[m], member_dir(m),
+    return single.build_supervisor(members[m], member_dir(workdir, m),
                                    f'actor_{actor_id}_{actor_games[actor_id]}', build_actor, m,
                                    actor_id, replay_client, learner_client)
 
@@ -183,7 +187,7 @@ def build_pbt_program(config, workdir: str):
     with program.group('replay'):
       replay = program.add_node(lp.ReverbNode(
           build_replay_tables, checkpoint_ctor=functools.partial(
-              single.build_replay_checkpointer, os.path.join(member_dir(m), 'reverb'))))
+              single.build_replay_checkpointer, os.path.join(member_dir(workdir, m), 'reverb'))))
     with program.group('learner'):
       learner = program.add_node(lp.CourierNode(build_learner, m, replay))
     # Trap 2: courier clients otherwise wait for a dead learner forever.
@@ -213,19 +217,22 @@ def main(argv) -> int:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   config, workdir = _CONFIG.value, _WORKDIR.value
   if config is None or not workdir:
-    print('launch.pbt: error: --config and --workdir are required.', file=sys.stderr)
+    print('error: --config and --workdir are required.', file=sys.stderr)
     return 2
   try:
     validate_pbt_config(config)
   except ValueError as e:
-    print(f'launch.pbt: invalid config: {e}', file=sys.stderr)
+    print(f'error: invalid config: {e}', file=sys.stderr)
     return 2
   try:
     cli.require_local_workdir(workdir, 'launch.pbt')
+    workdir = os.path.abspath(workdir)
+    cli.check_writable(workdir)
+    for m in range(pbt_config(config).population_size):  # each member resumes its own checkpoints
+      cli.check_workdir(member_dir(workdir, m), config.network.to_dict())
   except ValueError as e:
-    print(f'launch.pbt: error: {e}', file=sys.stderr)
+    print(f'error: {e}', file=sys.stderr)
     return 2
-  workdir = os.path.abspath(workdir)
   if isolation.NETWORK.value == 'isolated':  # servers reachable from loopback only
     isolation.isolate('launch.pbt', sys.argv[1:])
   os.makedirs(workdir, exist_ok=True)

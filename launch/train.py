@@ -17,6 +17,7 @@ if __name__ == '__main__':  # first: re-executing now costs only the interpreter
   from launch import host_tuning  # pylint: disable=g-import-not-at-top
   host_tuning.reexec_with_host_tuning()  # glibc huge pages for XLA:CPU's buffers (host_tuning.py)
 
+import math
 import os
 import signal
 import sys
@@ -50,8 +51,8 @@ _LAUNCH_TYPE = flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'vertex
 _DRY_RUN = flags.DEFINE_bool(
     'dry_run', False, 'vertex_ai: build the whole job (images, per-node resources, command '
     'lines) and print it without submitting.')
-_TERMINAL = flags.DEFINE_string(
-    'terminal', 'output_to_files',
+_TERMINAL = flags.DEFINE_enum(
+    'terminal', 'output_to_files', ['output_to_files', 'current_terminal'],
     "local_mp: where node output goes ('output_to_files' into <workdir>/logs, or "
     "'current_terminal').")
 _PROGRESS_S = flags.DEFINE_float('progress_period_s', 10.0, 'Seconds between progress lines.')
@@ -60,11 +61,6 @@ _STARTUP_GRACE_S = flags.DEFINE_float(
     'The launcher stops the program if it runs this long past config.max_seconds.')
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _error(message: str) -> None:
-  print(f'error: {message}', file=sys.stderr, flush=True)
-  sys.exit(2)
 
 
 def _prepare_workdir(workdir: str) -> dict:
@@ -229,13 +225,13 @@ def run_vertex_ai(config, workdir: str, dry_run: bool) -> int:
     if not dry_run:  # a dry run writes nothing, not even a probe file
       cli.check_workdir(workdir, config.network.to_dict())
   except ValueError as e:
-    _error(str(e))
+    cli.exit_error(str(e))
   code = cluster.stage_code(REPO_ROOT, cluster.staging_directory())
   try:
     resources = program_lib.xm_resources(config, code, os.path.join(code, 'requirements.txt'),
                                          os.path.join(code, 'requirements-gpu.txt'))
   except (ImportError, ValueError) as e:
-    _error(str(e))
+    cli.exit_error(str(e))
   program = program_lib.make_program(config, workdir, local=False)
   description = cluster.launch(program, resources, dry_run=dry_run)
   if description:
@@ -245,26 +241,29 @@ def run_vertex_ai(config, workdir: str, dry_run: bool) -> int:
 
 def main(argv):
   if len(argv) > 1:
-    _error(f'unexpected arguments {argv[1:]}.')
+    cli.exit_error(f'unexpected arguments {argv[1:]}.')
   config = _CONFIG.value
   if config is None:
-    _error('--config is required, e.g. --config=experiments/smoke.py.')
+    cli.exit_error('--config is required, e.g. --config=experiments/smoke.py.')
   if not _WORKDIR.value:
-    _error('--workdir is required.')
+    cli.exit_error('--workdir is required.')
+  for flag in (_PROGRESS_S, _STARTUP_GRACE_S):
+    if not (math.isfinite(flag.value) and flag.value > 0):
+      cli.exit_error(f'--{flag.name} must be a number of seconds > 0, got {flag.value!r}.')
   try:
     config_checks.validate_distributed(config)
   except ValueError as e:
-    _error(f'invalid config: {e}')
+    cli.exit_error(f'invalid config: {e}')
   if _LAUNCH_TYPE.value == 'vertex_ai':
     sys.exit(run_vertex_ai(config, _WORKDIR.value, _DRY_RUN.value))
   if _DRY_RUN.value:
-    _error('--dry_run applies to --launch_type=vertex_ai only.')
+    cli.exit_error('--dry_run applies to --launch_type=vertex_ai only.')
   try:
     cli.require_local_workdir(_WORKDIR.value, 'launch.train --launch_type=local_mp')
     workdir = os.path.abspath(_WORKDIR.value)
     cli.check_workdir(workdir, config.network.to_dict())
   except ValueError as e:
-    _error(str(e))
+    cli.exit_error(str(e))
   if isolation.NETWORK.value == 'isolated':
     isolation.isolate('launch.train', sys.argv[1:])
   _prepare_workdir(workdir)

@@ -516,22 +516,22 @@ def _make_evaluator(config, workdir, network, published, rng_key, stop, tensorbo
 def main(argv) -> None:
   from absl import flags  # pylint: disable=g-import-not-at-top  (flags exist only when run as a script)
   if len(argv) > 1:
-    _exit_error(f'unexpected arguments {argv[1:]}.')
+    cli.exit_error(f'unexpected arguments {argv[1:]}.')
   config = flags.FLAGS.config
   workdir = flags.FLAGS.workdir
   if config is None:
-    _exit_error('--config is required, e.g. --config=experiments/catch.py.')
+    cli.exit_error('--config is required, e.g. --config=experiments/catch.py.')
   if not workdir:
-    _exit_error('--workdir is required.')
+    cli.exit_error('--workdir is required.')
   try:
     validate_config(config)
   except ValueError as e:
-    _exit_error(f'invalid config: {e}')
+    cli.exit_error(f'invalid config: {e}')
   try:
     cli.require_local_workdir(workdir, 'launch.train_single')
     cli.check_workdir(os.path.abspath(workdir), config.network.to_dict())
   except ValueError as e:
-    _exit_error(str(e))
+    cli.exit_error(str(e))
 
   logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)  # no 'rocm'/'tpu' INFO lines
   stop = threading.Event()
@@ -540,7 +540,7 @@ def main(argv) -> None:
   try:
     result = train(config, workdir, stop=stop)
   except ValueError as e:  # e.g. a device that is not there (before anything is written)
-    _exit_error(str(e))
+    cli.exit_error(str(e))
   except KeyboardInterrupt:
     print('[train_single] interrupted twice: stopped without a final checkpoint.', flush=True)
     sys.exit(130)
@@ -551,11 +551,6 @@ def main(argv) -> None:
   elif result.reason == 'non-finite':
     code = 1
   sys.exit(code)
-
-
-def _exit_error(message: str) -> None:
-  print(f'error: {message}', file=sys.stderr, flush=True)
-  sys.exit(2)
 
 
 if __name__ == '__main__':

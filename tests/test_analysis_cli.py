@@ -205,3 +205,21 @@ def test_checkpoint_of_a_gray_84x84_run_plays_its_own_game_and_frames(tmp_path, 
         '--after=0', '--sprite-box=0,0,8,8', '--inject-at=70,70'], capsys)
   assert cli.main(['attention-video', f'--checkpoint={tmp_path}', '--game=Pong', f'--out={tmp_path}/x']) == 2
   assert 'trained on Breakout' in capsys.readouterr().err
+
+
+def test_an_out_that_is_a_file_or_a_corrupt_metadata_file_is_one_error_line(tmp_path, capsys):
+  _save_checkpoint(str(tmp_path / 'run' / 'checkpoints'), 6, step=3)
+  a_file = tmp_path / 'a_file'
+  a_file.write_text('kept')
+  argv = ['attention-video', f'--checkpoint={tmp_path}/run', '--steps=1']
+  assert cli.main(argv + [f'--out={a_file}']) == 2
+  assert capsys.readouterr().err == (
+      f"error: --out='{a_file}' is a file; give a directory (created if missing).\n")
+  assert a_file.read_text() == 'kept'
+  metadata = tmp_path / 'run' / 'checkpoints' / 'ckpt_3' / checkpoint_lib.METADATA_FILE
+  metadata.write_text(metadata.read_text()[:100])  # as a disk that filled up would leave it
+  assert cli.main(argv + [f'--out={tmp_path}/out']) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f'error: Checkpoint {tmp_path}/run/checkpoints/ckpt_3 is corrupt '
+                        f'({checkpoint_lib.METADATA_FILE}: ') and 'move it out' in err, err
+  assert len(err.splitlines()) == 1

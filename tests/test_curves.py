@@ -187,7 +187,7 @@ def test_default_labels_are_workdir_basenames(workdirs, tmp_path, capsys):
 
 
 @pytest.mark.parametrize('case', ['missing', 'no_metrics', 'no_learner', 'labels', 'same_label',
-                                  'smooth_zero', 'smooth_text', 'out_dir', 'max_frames'])
+                                  'smooth_zero', 'smooth_text', 'out_dir', 'max_frames', 'a_file'])
 def test_bad_input_is_one_error_line_and_status_2(case, workdirs, tmp_path, capsys):
   out = str(tmp_path / 'plot')
   (tmp_path / 'empty').mkdir()
@@ -196,6 +196,8 @@ def test_bad_input_is_one_error_line_and_status_2(case, workdirs, tmp_path, caps
   argv, named = {
       'missing': ([str(tmp_path / 'nope'), f'--out={out}'], str(tmp_path / 'nope')),
       'no_metrics': ([str(tmp_path / 'empty'), f'--out={out}'], 'no metrics.jsonl'),
+      'a_file': ([workdirs[0] + '/metrics.jsonl', f'--out={out}'], 'metrics.jsonl' + "' is a file, not a "
+                 'directory (expected a run directory with metrics.jsonl)'),
       'no_learner': ([only_actors, f'--out={out}'], 'no learner records'),
       'labels': ([*workdirs, '--labels=a', f'--out={out}'], "'a'"),
       'same_label': ([*workdirs, '--labels=a,a', f'--out={out}'], "'a'"),

@@ -344,6 +344,7 @@ def test_a_resume_that_asks_for_another_strategy_is_refused(tmp_path, key, value
                                    r"'tpa'\), got 'msr'"),
     ('unit_timeout_s', 0.0, 'config.unit_timeout_s must be > 0, got 0.0'),
     ('checkpoint_minutes', -1.0, 'config.checkpoint_minutes must be >= 0, got -1.0'),
+    ('es.init_sigma', float('nan'), 'config.es.init_sigma must be a number, got nan'),
     ('agent.top_k', 600, r'top_k \(600\) must be <= the number of patches \(529\)'),
 ])
 def test_bad_configs_are_named(key, value, match):

@@ -32,9 +32,14 @@ def _evolve(workdir, *args, config=TAKE_COVER, timeout=420):
 
 
 BAD_INPUTS = [
+    # First: a real `python -m` (in one process after another config, ml_collections would load
+    # this file into the same module object, which still holds the earlier get_config).
+    ([], 'experiments/__init__.py', "--config file 'experiments/__init__.py' defines no get_config()"),
     ([], 'experiments/attention_agent.py:pong', "Unknown attention_agent task 'pong'"),
     (['--config.es.population_size=1'], None, 'config.es.population_size must be an integer >= 2, got 1'),
     (['--config.task.modification=snow'], None, "Unknown modification 'snow' for task 'take_cover'"),
+    ([], 'experiments/attention_agnt.py',
+     "--config file 'experiments/attention_agnt.py' does not exist; experiments/ holds atari_expert.py"),
 ]  # the other bad values: tests/test_evolution.py, in-process
 
 
@@ -49,7 +54,8 @@ def bad_input_runs(tmp_path_factory):
       env=dict(os.environ, JAX_PLATFORMS='cpu'))
 
 
-@pytest.mark.parametrize('case', range(len(BAD_INPUTS)), ids=['pong', 'population_size', 'modification'])
+@pytest.mark.parametrize('case', range(len(BAD_INPUTS)),
+                         ids=['no_get_config', 'pong', 'population_size', 'modification', 'no_file'])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, bad_input_runs, case):
   args, config, message = BAD_INPUTS[case]
   if case == 0:

@@ -59,12 +59,27 @@ def test_bad_forks_exit_2_and_write_nothing(tmp_path, capsys):
            (['--step=8', f'--to={taken}'], 'already holds a run')]
   cases.append(([f'--from={tmp_path / "none"}', '--step=4', f'--to={tmp_path / "c"}'],
                 'is not a directory'))
+  a_file = tmp_path / 'a_file'
+  a_file.write_text('kept')
+  cases.append((['--step=4', f'--to={a_file}'], 'is a file; fork into a new or empty directory'))
   for argv, message in cases:  # in process (the CLI path is tested above)
     if not argv[0].startswith('--from'):
       argv = [f'--from={source}', *argv]
     assert fork.main(argv) == 2
     out, err = capsys.readouterr()
     assert err.startswith('error: ') and message in err and out == '', err
-  assert not any((tmp_path / name).exists() for name in 'abc')
+  assert not any((tmp_path / name).exists() for name in 'abc') and a_file.read_text() == 'kept'
   assert os.listdir(taken) == ['checkpoints'] and not os.listdir(taken / 'checkpoints')
   assert fork.trunk_lines(source, 0.0) == []
+
+
+def test_a_corrupt_checkpoint_is_not_forked(tmp_path, capsys):
+  source = _source(tmp_path)
+  state = os.path.join(checkpoint_lib.checkpoint_dir(source), 'ckpt_8', checkpoint_lib.STATE_FILE)
+  with open(state, 'r+b') as f:
+    f.truncate(5)  # as a disk that filled up mid-write would leave it
+  assert fork.main([f'--from={source}', '--step=8', f'--to={tmp_path / "d"}']) == 2
+  err = capsys.readouterr().err
+  assert err.startswith('error: --step=8: Checkpoint ') and 'ckpt_8 is corrupt' in err, err
+  assert err.rstrip().endswith(f"Other steps of {source!r}: [4]."), err
+  assert not (tmp_path / 'd').exists()

@@ -39,6 +39,9 @@ BAD_CONFIGS = [
     ('--config.num_actors=two', "flag --config.num_actors=two: invalid literal for int()"),
     ('--config.inference.mode=gpu',
      "config.inference.mode must be one of ('auto', 'actor', 'central'), got 'gpu'"),
+    ('--config.max_seconds=nan', 'config.max_seconds must be a number, got nan'),
+    ('--terminal=xterm', 'flag --terminal=xterm: value should be one of <output_to_files|current_terminal>'),
+    ('--startup_grace_s=-1', '--startup_grace_s must be a number of seconds > 0, got -1.0'),
 ]
 VERTEX_BAD = [
     ('/tmp/s3ta-local-run', None, "--workdir='/tmp/s3ta-local-run' is a local path; a Vertex AI run "

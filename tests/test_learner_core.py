@@ -344,3 +344,13 @@ def test_the_value_offset_is_off_by_default_and_survives_a_checkpoint(setup, tmp
   path = checkpoint.save(str(tmp_path), 1, state)
   template = init_training_state(network, config, jax.random.PRNGKey(1))
   assert float(checkpoint.restore(path, template).state.value_offset) == float(state.value_offset)
+
+
+def test_nan_is_named_wherever_it_sits_in_a_config():
+  from s3ta.utils import dataclass_config  # pylint: disable=g-import-not-at-top
+  dataclass_config.reject_nan({'a': 1.0, 'b': {'c': (1.0, 2.0)}, 'name': 'nan'}, 'config')  # all fine
+  with pytest.raises(ValueError, match=r'^config\.b\.c\[1\] must be a number, got nan\.$'):
+    dataclass_config.reject_nan({'a': 1.0, 'b': {'c': (1.0, float('nan'))}}, 'config')
+  # Every comparison with NaN is false, so `learning_rate <= 0` alone let it through.
+  with pytest.raises(ValueError, match=r'^learner\.learning_rate must be a number, got nan\.$'):
+    LearnerConfig.from_dict({'learning_rate': float('nan')})

@@ -60,7 +60,9 @@ def test_cli_prints_the_table_writes_csv_and_rejects_bad_input(tmp_path, capsys)
   for argv, message in [(['--bin_frames=0'], '--bin_frames must be a number of frames >= 1'),
                         (['--metrics=entropy:median'], "entry 'entropy:median' is not NAME"),
                         (['--metrics=foo'], "metric(s) ['foo'] are not in the learner records"),
-                        (['--bins=3'], 'unrecognized arguments: --bins=3')]:
+                        (['--bins=3'], 'unrecognized arguments: --bins=3'),
+                        ([f'--csv={tmp_path}/no_dir/x.csv'], f"--csv='{tmp_path}/no_dir/x.csv': its "
+                         'directory does not exist')]:
     assert learner_stats.main([workdir, *argv]) == 2  # in process: the CLI path is tested above
     out, err = capsys.readouterr()
     assert out == '' and err.startswith('error: ') and message in err, err

@@ -292,6 +292,10 @@ def test_step_matches_a_one_step_unroll_and_threshold_one_is_hard_attention():
     (dict(time_readout='mean'), r"time_readout must be one of \('all', 'newest'\), got 'mean'"),
     (dict(kind='l2_keys', key_norm=True), "key_norm=True does not apply to kind='l2_keys'"),
     (dict(scan_unroll=0), 'scan_unroll must be >= 1, got 0'),
+    (dict(conv_strides=(0, 1)), r'conv_strides must be integers >= 1, got \(0, 1\)'),  # a division by 0
+    (dict(nature_kernels=(8, 4, 2.5)), r'nature_kernels must be integers >= 1, got \(8, 4, 2.5\)'),
+    (dict(resnet_channels=(16, -32, 32)), r'resnet_channels must be integers >= 1'),
+    (dict(query_init_scale=float('nan')), r'network.query_init_scale must be a number, got nan'),
 ])
 def test_bad_network_config_is_rejected_with_a_clear_message(bad, match):
   with pytest.raises(ValueError, match=match):

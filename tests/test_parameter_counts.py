@@ -48,6 +48,14 @@ def test_cli_prints_and_writes_the_table_and_names_bad_kinds(tmp_path, capsys):
   assert "'cnn2d'" in capsys.readouterr().err
   assert cli.main(['parameter-counts', '--config=experiments/nope.py']) == 2
   assert 'nope.py' in capsys.readouterr().err
+  not_a_config = tmp_path / 'not_a_config.py'
+  not_a_config.write_text('x = 1\n')
+  assert cli.main(['parameter-counts', f'--config={not_a_config}']) == 2
+  assert capsys.readouterr().err == (f"error: --config file '{not_a_config}' defines no get_config(); "
+                                     'expected an experiment config such as experiments/ram_features.py.\n')
+  assert cli.main(['parameter-counts', '--config=experiments/tmaze.py', '--kinds=,', f'--out={tmp_path}/k']) == 2
+  assert capsys.readouterr().err.startswith("error: --kinds names no network kind; valid: ('s3ta',")
+  assert not (tmp_path / 'k').exists()
   # A T-maze config compares 002 Table 4's two agents by default.
   assert cli.main(['parameter-counts', '--config=experiments/tmaze.py']) == 0
   printed = capsys.readouterr().out

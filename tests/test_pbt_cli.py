@@ -25,6 +25,8 @@ BAD_CONFIGS = [
     ('--config.pbt.ready_interval_frames=-100', 'ready_interval_frames must be > 0, got -100'),
     ("--config.pbt.exploit=tournament", "Unknown PBT exploit strategy 'tournament'"),
     ("--config.games=Pongg", "Unknown Atari game(s) ['Pongg']"),
+    ('--config.pbt_init_ranges.learning_rate=(1e-3,)',
+     'config.pbt_init_ranges.learning_rate must be a pair (low, high), got (0.001,)'),
 ]
 
 
@@ -43,7 +45,7 @@ def test_bad_pbt_config_exits_nonzero_with_message(tmp_path, bad_config_runs, ca
   override, message = BAD_CONFIGS[case]
   result, workdir = run_pbt(tmp_path, override) if case == 0 else bad_config_runs[case]
   assert result.returncode == 2, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
-  assert 'launch.pbt: invalid config:' in result.stderr and message in result.stderr, result.stderr[-2000:]
+  assert 'error: invalid config:' in result.stderr and message in result.stderr, result.stderr[-2000:]
   assert 'Traceback' not in result.stderr
   assert not workdir.exists()  # nothing was created or launched
 
@@ -67,3 +69,16 @@ def test_actor_episode_hook_reports_returns_and_adds_per_game_fields():
     raise RuntimeError('learner gone')
   broken = types.SimpleNamespace(futures=types.SimpleNamespace(report_episodes=unreachable))
   assert pbt.report_episodes('Pong', broken, lambda: False, [-20.7])['game_hns_mean'] == 0.0
+
+
+def test_a_workdir_that_is_a_file_is_refused_before_launching(tmp_path):
+  path = tmp_path / 'run'
+  path.write_text('not a directory')
+  result = subprocess.run([sys.executable, '-m', 'launch.pbt', '--config=experiments/pbt_smoke.py',
+                           f'--workdir={path}'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2, result.stderr[-2000:]
+  errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  assert errors == [f"error: workdir '{path}' is not a writable directory (File exists)."], (
+      result.stderr[-2000:])
+  assert 'Traceback' not in result.stderr
+  assert path.read_text() == 'not a directory'

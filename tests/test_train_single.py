@@ -189,6 +189,20 @@ BAD_INPUTS = [
      "minibatch_axis='samples' needs an agent without recurrent state; network.kind 's3ta'"),
     (['--config=experiments/catch.py', '--config.batch_size=5'],
      'config.batch_size (5) must divide the number of environments (32'),
+    (['--config=experiments/cacth.py'],
+     "--config file 'experiments/cacth.py' does not exist; experiments/ holds atari_expert.py, "
+     'atari_fast.py'),
+    # NaN passes every `x < 0` check: a NaN time limit never stopped, a NaN rate trained.
+    (['--config=experiments/catch.py', '--config.max_seconds=nan'],
+     'invalid config: config.max_seconds must be a number, got nan.'),
+    (['--config=experiments/catch.py', '--config.learner.learning_rate=nan'],
+     'invalid config: config.learner.learning_rate must be a number, got nan.'),
+    (['--config=experiments/catch.py', '--config.max_seconds=inf'],
+     'invalid config: config.max_seconds must be a finite number >= 0, got inf.'),
+    (['--config=experiments/catch.py', '--config.network.conv_strides=(0,)'],
+     'invalid config: conv_strides must be integers >= 1, got (0,).'),
+    (['--config=experiments/catch.py', '--config.seed=18446744073709551616'],
+     'invalid config: config.seed must be an integer in [0, 2**31), got 18446744073709551616.'),
 ]
 
 
@@ -269,6 +283,7 @@ def test_a_diverged_run_halts_after_k_skipped_updates_and_keeps_the_last_finite_
   assert final[0]['train/nonfinite_in_a_row'] == 3 and final[0]['learner_steps'] >= 4
   from flax import serialization  # pylint: disable=g-import-not-at-top
   with open(os.path.join(path, checkpoint_lib.STATE_FILE), 'rb') as f:
-    leaves = [np.asarray(leaf) for leaf in jax_leaves(serialization.msgpack_restore(f.read()))]
+    leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(
+        serialization.msgpack_restore(f.read()))]
   assert all(np.all(np.isfinite(leaf)) for leaf in leaves if leaf.dtype.kind == 'f')
   assert max(float(np.abs(leaf).max()) for leaf in leaves if leaf.dtype.kind == 'f') > 1e20

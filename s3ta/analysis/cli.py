@@ -643,14 +643,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = build_parser().parse_args(argv)
-  if getattr(args, 'scale', 1) < 1 or getattr(args, 'fps', 1.0) <= 0:
-    print('error: --scale must be >= 1 and --fps > 0.', file=sys.stderr)
+  if getattr(args, 'scale', 1) < 1 or not getattr(args, 'fps', 1.0) > 0:
+    print(f'error: --scale must be >= 1 and --fps > 0, got --scale={getattr(args, "scale", 1)} '
+          f'--fps={getattr(args, "fps", 1.0)}.', file=sys.stderr)
+    return 2
+  out = getattr(args, 'out', None)
+  if out and os.path.exists(out) and not os.path.isdir(out):
+    print(f'error: --out={out!r} is a file; give a directory (created if missing).', file=sys.stderr)
     return 2
   start = time.time()
   try:
     COMMANDS[args.command](args)
   except (ValueError, FileNotFoundError) as e:
     print(f'error: {e}', file=sys.stderr)
+    return 2
+  except OSError as e:  # e.g. an --out that cannot be written
+    print(f'error: {e.strerror or e}: {e.filename!r}.' if e.filename else f'error: {e}.',
+          file=sys.stderr)
     return 2
   log(f'[{args.command}] done in {time.time() - start:.1f}s')
   return 0

@@ -191,8 +191,8 @@ def cut_at_frames(records: Sequence[dict], track: LearnerTrack, max_frames: floa
 def load_run_records(workdir: str) -> tuple:
   """(records, learner track) of a workdir's metrics; CurvesError naming it when it cannot."""
   if not storage.isdir(workdir):
-    raise CurvesError(f'workdir {workdir!r} does not exist (expected a run directory with '
-                      f'{JSONL_FILE}).')
+    what = 'is a file, not a directory' if storage.isfile(workdir) else 'does not exist'
+    raise CurvesError(f'workdir {workdir!r} {what} (expected a run directory with {JSONL_FILE}).')
   path = storage.join(workdir, JSONL_FILE)
   if not (storage.isfile(path) or storage.isdir(storage.join(workdir, JSONL_CHUNKS_DIR))):
     raise CurvesError(f'workdir {workdir!r} has no {JSONL_FILE} (expected {path}, written by '

@@ -11,9 +11,9 @@ metric: the mean (`name` or `name:mean`) or maximum (`name:max`) of the learner'
 `policy_lag`). Prints the table; `--csv` also writes it. Bad arguments: one `error:` line, exit 2.
 """
 
-import argparse
 import csv
 import math
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -123,6 +123,8 @@ def main(argv=None) -> int:
   parser.add_argument('--csv', default=None, help='also write the table to this CSV file')
   try:
     args = parser.parse_args(argv)
+    if args.csv and not os.path.isdir(os.path.dirname(os.path.abspath(args.csv))):
+      raise curves.UsageError(f'--csv={args.csv!r}: its directory does not exist; create it first.')
     header, rows = table(args.workdir, _bin_frames(args.bin_frames), parse_metrics(args.metrics))
   except (curves.UsageError, curves.CurvesError) as e:
     print(f'error: {e}', file=sys.stderr)

@@ -37,14 +37,18 @@ def load_config(spec: str):
   module_spec = importlib.util.spec_from_file_location('s3ta_analysis_config', path)
   module = importlib.util.module_from_spec(module_spec)
   module_spec.loader.exec_module(module)
+  if not callable(getattr(module, 'get_config', None)):
+    raise ValueError(f'--config file {path!r} defines no get_config(); expected an experiment '
+                     'config such as experiments/ram_features.py.')
   return module.get_config(arg) if arg else module.get_config()
 
 
 def table(config, kinds: Sequence[str]) -> list[dict]:
   """One row per network kind: its counts on the config's environment and 002's."""
   unknown = [k for k in kinds if k not in NETWORK_KINDS]
-  if unknown:
-    raise ValueError(f'unknown network kind(s) {unknown}; valid: {NETWORK_KINDS}.')
+  if unknown or not kinds:
+    raise ValueError(f'unknown network kind(s) {unknown}; valid: {NETWORK_KINDS}.' if unknown else
+                     f'--kinds names no network kind; valid: {NETWORK_KINDS}.')
   num_actions, observation_shape = factory.env_spec(config.env)
   paper = PAPER_002_TMAZE if config.env.name == 'tmaze' else PAPER_002_ATARI
   rows = []

@@ -88,8 +88,13 @@ def find_checkpoint(directory: str) -> str:
 
 
 def read_metadata(path: str) -> dict:
+  """The metadata of checkpoint `path`; ValueError naming it when the file does not decode."""
   with open(os.path.join(path, checkpoint_lib.METADATA_FILE)) as f:
-    return json.load(f)
+    try:
+      return json.load(f)
+    except ValueError as e:
+      raise ValueError(f'Checkpoint {path} is corrupt ({checkpoint_lib.METADATA_FILE}: {e}); move it '
+                       'out of its checkpoints directory to use the one before it.') from None
 
 
 def trained_env_config(checkpoint: str) -> dict:

@@ -32,6 +32,7 @@ import numpy as np
 
 from s3ta.envs import vision_tasks
 from s3ta.evolution import cma_es, dispatch, policy
+from s3ta.utils import dataclass_config
 from s3ta.utils import metrics as metrics_lib
 
 EVAL_SEED_OFFSET = 1_000_000_007  # evaluation seeds: a range training never draws from
@@ -41,6 +42,7 @@ EVALUATION_SEEDS = ('fresh', 'fixed')
 
 def validate_config(config: Any) -> None:
   """ValueError naming the first bad value of an evolution config."""
+  dataclass_config.reject_nan(config, 'config')
   vision_tasks.validate(config.task.name, config.task.modification, config.task.max_steps)
   es = config.es
   checks = (

@@ -121,6 +121,11 @@ class NetworkConfig:
       if not len(sizes[0]) == len(sizes[1]) == len(sizes[2]):
         raise ValueError(f'{prefix}_channels, {prefix}_kernels and {prefix}_strides must have '
                          f'equal lengths, got {sizes[0]}, {sizes[1]}, {sizes[2]}.')
+    for name in ('conv_channels', 'conv_kernels', 'conv_strides', 'nature_channels',
+                 'nature_kernels', 'nature_strides', 'resnet_channels'):
+      sizes = tuple(getattr(self, name))
+      if not all(isinstance(n, (int, np.integer)) and n >= 1 for n in sizes):
+        raise ValueError(f'{name} must be integers >= 1, got {sizes}.')
     if not 0 < self.key_channels < self.vision_lstm_channels:
       raise ValueError(f'key_channels must be in (0, vision_lstm_channels={self.vision_lstm_channels}), '
                        f'got {self.key_channels}.')

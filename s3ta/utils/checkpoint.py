@@ -277,6 +277,12 @@ def _load_checked(path: str) -> tuple[str, dict, dict]:
   return path, metadata, arrays
 
 
+def checked_metadata(path: str) -> dict:
+  """The metadata of the checkpoint at `path` (or the latest in it), once the whole checkpoint
+  has been read and checked as a resume would (ValueError naming it otherwise)."""
+  return _load_checked(path)[1]
+
+
 def _network_problems(metadata: dict, network_config: Any) -> list:
   if network_config is None:
     return []
