@@ -7,7 +7,7 @@ repeat 4), as IMPALA does.
 
   python benchmarks/learner.py [--batch_size=32] [--unroll_length=50] [--dtype=bfloat16]
   python benchmarks/learner.py --kind=nature --observation_shape=84,84,4 --num_actions=6 \
-      --batch_size=16 --unroll_length=20   # the fast baseline (experiments/atari_fast.py)
+      --batch_size=8 --unroll_length=20   # the fast baseline (experiments/atari_fast.py)
   python benchmarks/learner.py --batch_size=128 --remat --analyze_only   # memory and FLOPs
   python benchmarks/learner.py --count_flops --analyze_only   # the step's FLOPs counted in full
   python benchmarks/learner.py --algorithm=ppo --kind=gawrl --observation_shape=8,4,1 \

@@ -107,6 +107,10 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.max_restarts = 5  # per actor/evaluator node: a dead worker process is restarted
   config.restart_backoff_s = 1.0  # first restart delay, doubled per restart (max 60 s)
   config.sample_timeout_ms = 1000  # learner waits this long for data before re-checking stop
+  config.metrics_every_steps = 10  # learner fetches step metrics to the host this often
+  expert = atari_expert.get_config()
+  config.inference = expert.inference  # where actors' policy steps run (actor | central | auto)
+  config.resources = expert.resources  # cluster (Vertex AI) per-node resources
 
   config.single_machine = ml_collections.ConfigDict()  # launch/train_single.py only
   config.single_machine.device = 'auto'  # auto | cpu | gpu | tpu

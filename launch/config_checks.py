@@ -55,6 +55,15 @@ def validate_common(config) -> None:
 
 def validate_distributed(config) -> None:
   """`validate_common` plus the distributed program's fields (before anything is launched)."""
+  try:
+    _validate_distributed(config)
+  except (KeyError, AttributeError) as e:  # ConfigDict's missing field
+    name = str(e).strip('"\'').splitlines()[0]
+    raise ValueError(f'the config has no field {name!r}, which the distributed program reads '
+                     '(experiments/atari_expert.py lists them all).') from None
+
+
+def _validate_distributed(config) -> None:
   validate_common(config)
   require_positive_ints(config, ('num_actors', 'queue_size', 'param_refresh_steps',
                                  'metrics_every_steps'))

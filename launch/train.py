@@ -175,7 +175,8 @@ def _launch_line(config, mode: str, workdir: str) -> str:
   if config.inference.mode == 'auto':
     how += (' (auto: the learner host has an accelerator)' if mode == 'central' else
             ' (auto: no accelerator)')
-  return (f'[launch] {config.num_actors} actors x {config.env.num_envs} {config.env.game} envs, '
+  env = config.env.get('game', config.env.name)  # an Atari game, or 'catch', 'tmaze'
+  return (f'[launch] {config.num_actors} actors x {config.env.num_envs} {env} envs, '
           f'unroll {config.unroll_length}, batch {config.batch_size}, queue {config.queue_size}; '
           f'inference {how}; node logs in {os.path.join(workdir, "logs")}')
 

@@ -367,3 +367,21 @@ def test_local_launchers_refuse_a_remote_workdir_in_one_line(train_runs, module,
   assert _one_error(result).startswith(
       f"error: {launcher} runs on this machine and needs a local --workdir, got "
       "'gs://s3ta-test-bucket/run'")
+
+
+@pytest.mark.parametrize('name, arg', [('atari_expert', ''), ('atari_expert', 'cpu'),
+                                       ('atari_expert', 'tuned_fast'), ('atari_fast', ''),
+                                       ('atari_fast', 's3ta'), ('smoke', ''), ('catch', ''),
+                                       ('catch', 'resnet_lstm'), ('ram_features', 'Pong,32'),
+                                       ('tmaze', 'attention')])
+def test_every_experiment_config_passes_the_distributed_checks(name, arg):
+  """The configs say `launch.train` runs them; Catch's once lacked three fields (a traceback)."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  from launch import config_checks  # pylint: disable=g-import-not-at-top
+  module = importlib.import_module(f'experiments.{name}')
+  config = module.get_config(arg) if arg else module.get_config()
+  config_checks.validate_distributed(config)
+  del config['metrics_every_steps']
+  with pytest.raises(ValueError, match="^the config has no field 'metrics_every_steps', which the "
+                                       'distributed program reads'):
+    config_checks.validate_distributed(config)
