@@ -6,6 +6,7 @@ reports an unknown config key with an AttributeError traceback. `parse_flags` (g
 or key and, for an unknown key, the closest valid keys at that level.
 """
 
+import ast
 import difflib
 import os
 import runpy
@@ -56,32 +57,37 @@ def exit_error(message: str) -> NoReturn:
 
 def parse_flags(argv: Sequence[str]) -> list:
   """Parses `argv` into absl's FLAGS; on a bad flag prints one line and exits 2."""
-  message = missing_config_file(argv)
+  message = config_file_problem(argv)
   if message is None:
     try:
       return flags.FLAGS(list(argv))
     except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:
       message = unknown_config_key(argv) or _first_line(e)
-      if "has no attribute 'get_config'" in message:  # ml_collections names a module, not the file
-        message = (f'--config file {_flag_value(argv, "config").partition(":")[0]!r} defines no '
-                   'get_config(); see experiments/ for examples.')
   exit_error(message)
 
 
-def missing_config_file(argv: Sequence[str]) -> Optional[str]:
-  """One sentence if `--config=PATH[:ARG]` names no file (ml_collections would defer the
-  failure to the first use of the config, as a traceback), else None."""
+def config_file_problem(argv: Sequence[str]) -> Optional[str]:
+  """One sentence if `--config=PATH[:ARG]` names no file, or a file that defines no top-level
+  `get_config` (ml_collections would report either later, as a traceback or naming a module
+  rather than the file), else None. The file is parsed, not run."""
   spec = _flag_value(argv, 'config')
   if spec is None:
     return None
   path = spec.partition(':')[0]
-  if os.path.isfile(path):
-    return None
-  folder = os.path.dirname(path) or '.'
-  choices = sorted(name for name in os.listdir(folder) if name.endswith('.py')
-                   and not name.startswith('_')) if os.path.isdir(folder) else []
-  listing = f'; {folder}/ holds {", ".join(choices)}' if choices else ''
-  return f'--config file {path!r} does not exist{listing}.'
+  if not os.path.isfile(path):
+    folder = os.path.dirname(path) or '.'
+    choices = sorted(name for name in os.listdir(folder) if name.endswith('.py')
+                     and not name.startswith('_')) if os.path.isdir(folder) else []
+    listing = f'; {folder}/ holds {", ".join(choices)}' if choices else ''
+    return f'--config file {path!r} does not exist{listing}.'
+  try:
+    with open(path, 'rb') as f:
+      tree = ast.parse(f.read(), filename=path)
+  except (OSError, SyntaxError, ValueError):
+    return None  # absl's parser reports an unreadable or invalid file itself
+  if not any(isinstance(node, ast.FunctionDef) and node.name == 'get_config' for node in tree.body):
+    return f'--config file {path!r} defines no get_config(); see experiments/ for examples.'
+  return None
 
 
 def unknown_config_key(argv: Sequence[str]) -> Optional[str]:
