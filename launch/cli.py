@@ -67,7 +67,7 @@ def parse_flags(argv: Sequence[str]) -> list:
 
 
 def config_file_problem(argv: Sequence[str]) -> Optional[str]:
-  """One sentence if `--config=PATH[:ARG]` names no file, or a file that defines no top-level
+  """One sentence if `--config=PATH[:ARG]` names no file, or a file that binds no top-level
   `get_config` (ml_collections would report either later, as a traceback or naming a module
   rather than the file), else None. The file is parsed, not run."""
   spec = _flag_value(argv, 'config')
@@ -85,9 +85,25 @@ def config_file_problem(argv: Sequence[str]) -> Optional[str]:
       tree = ast.parse(f.read(), filename=path)
   except (OSError, SyntaxError, ValueError):
     return None  # absl's parser reports an unreadable or invalid file itself
-  if not any(isinstance(node, ast.FunctionDef) and node.name == 'get_config' for node in tree.body):
+  if 'get_config' not in _top_level_names(tree):
     return f'--config file {path!r} defines no get_config(); see experiments/ for examples.'
   return None
+
+
+def _top_level_names(tree: ast.Module) -> set:
+  """Names a module binds at top level: by def, import, or (annotated) assignment, so a config
+  that imports or assigns its get_config is not refused."""
+  names = set()
+  for node in tree.body:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+      names.add(node.name)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      names.update((alias.asname or alias.name).split('.')[0] for alias in node.names)
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+      targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+      for target in targets:
+        names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+  return names
 
 
 def unknown_config_key(argv: Sequence[str]) -> Optional[str]:

@@ -88,6 +88,32 @@ def test_bad_config_exits_nonzero_with_one_clear_error(tmp_path, train_runs, cas
   assert not os.path.exists(os.path.join(workdir, 'logs'))  # nothing was launched
 
 
+@pytest.mark.parametrize('source, refused', [
+    ('def get_config():\n  return None\n', False),
+    ('from experiments.catch import get_config\n', False),
+    ('from experiments.catch import get_config as get_config\n', False),
+    ('import ml_collections\nget_config = lambda: ml_collections.ConfigDict()\n', False),
+    ('from typing import Callable\nget_config: Callable = print\n', False),
+    ('def make_config():\n  return None\n', True),
+    ('from experiments.catch import get_config as make\n', True),
+    ('if True:\n  def get_config():\n    return None\n', True),
+    ('def other():\n  get_config = 1\n', True),
+], ids=['def', 'import', 'import_as', 'assign', 'annotated', 'other_name', 'renamed', 'in_block',
+        'in_function'])
+def test_config_file_check_accepts_any_top_level_get_config(tmp_path, source, refused):
+  """A config may define, import or assign get_config; one that binds it nowhere at top level
+  (or only inside a block or function) gets the one-line refusal before absl runs it."""
+  from launch import cli  # pylint: disable=import-outside-toplevel
+  path = tmp_path / 'config.py'
+  path.write_text(source)
+  problem = cli.config_file_problem(['prog', f'--config={path}:arg'])
+  if refused:
+    assert problem == (f'--config file {str(path)!r} defines no get_config(); '
+                       'see experiments/ for examples.')
+  else:
+    assert problem is None
+
+
 def test_validate_config_rejects_more_bad_values():
   from experiments import atari_expert, smoke  # pylint: disable=g-import-not-at-top
   from launch import config_checks  # pylint: disable=g-import-not-at-top
