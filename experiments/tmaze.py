@@ -56,6 +56,8 @@ The attention agent discounts by `ppo.discount = 0.95` (002 Table 2: 0.99): over
 greedy against 5 and 3 (BENCHMARKS.md, "the discount" and "discount 0.95"). A wasted step
 costs 5 % of the next reward's value instead of 1 %; the effective horizon, about 20 steps, is
 one loop. It leaves the random level a little later (median 478 K steps against 422 K at 0.97).
+At 0.9 (horizon half a loop) it left it later still (median 791 K; one seed of six never) and
+ended lower (6.69 +- 1.43 over seeds 0-5 against 9.51 +- 0.18; BENCHMARKS.md, "discount 0.9").
 `env.route = 'any'` pays the T route (back along the top, down the centre and up) like the
 figure 8; 'figure8' does not, and did not help the attention agent (same section).
 """
