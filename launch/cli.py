@@ -91,18 +91,22 @@ def config_file_problem(argv: Sequence[str]) -> Optional[str]:
 
 
 def _top_level_names(tree: ast.Module) -> set:
-  """Names a module binds at top level: by def, import, or (annotated) assignment, so a config
-  that imports or assigns its get_config is not refused."""
-  names = set()
-  for node in tree.body:
+  """Names a module binds in its own scope: by def, class, import or assignment, also inside
+  if/try/with/for blocks, but not inside functions or classes. So a config that imports,
+  assigns or conditionally defines its get_config is not refused."""
+  names, nodes = set(), list(tree.body)
+  while nodes:
+    node = nodes.pop()
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
       names.add(node.name)
-    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      continue  # their bodies are another scope
+    if isinstance(node, ast.Lambda):
+      continue
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
       names.update((alias.asname or alias.name).split('.')[0] for alias in node.names)
-    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-      targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-      for target in targets:
-        names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+      names.add(node.id)
+    nodes.extend(ast.iter_child_nodes(node))
   return names
 
 

@@ -94,15 +94,19 @@ def test_bad_config_exits_nonzero_with_one_clear_error(tmp_path, train_runs, cas
     ('from experiments.catch import get_config as get_config\n', False),
     ('import ml_collections\nget_config = lambda: ml_collections.ConfigDict()\n', False),
     ('from typing import Callable\nget_config: Callable = print\n', False),
+    ('try:\n  from experiments.catch import get_config\nexcept ImportError:\n  raise\n', False),
+    ('if True:\n  def get_config():\n    return None\n', False),
     ('def make_config():\n  return None\n', True),
     ('from experiments.catch import get_config as make\n', True),
-    ('if True:\n  def get_config():\n    return None\n', True),
     ('def other():\n  get_config = 1\n', True),
-], ids=['def', 'import', 'import_as', 'assign', 'annotated', 'other_name', 'renamed', 'in_block',
-        'in_function'])
+    ('class Configs:\n  def get_config(self):\n    return None\n', True),
+    ('make = lambda get_config=None: get_config\n', True),
+], ids=['def', 'import', 'import_as', 'assign', 'annotated', 'in_try', 'in_if', 'other_name',
+        'renamed', 'in_function', 'in_class', 'lambda_argument'])
 def test_config_file_check_accepts_any_top_level_get_config(tmp_path, source, refused):
-  """A config may define, import or assign get_config; one that binds it nowhere at top level
-  (or only inside a block or function) gets the one-line refusal before absl runs it."""
+  """A config may define, import or assign get_config, also inside an if or try block; one that
+  binds it nowhere in the module's own scope (only inside a function or class, or not at all)
+  gets the one-line refusal before absl runs it."""
   from launch import cli  # pylint: disable=import-outside-toplevel
   path = tmp_path / 'config.py'
   path.write_text(source)
