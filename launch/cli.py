@@ -6,11 +6,11 @@ reports an unknown config key with an AttributeError traceback. `parse_flags` (g
 or key and, for an unknown key, the closest valid keys at that level.
 """
 
-import ast
 import difflib
 import os
 import runpy
 import signal
+import symtable
 import sys
 import tempfile
 import threading
@@ -82,32 +82,15 @@ def config_file_problem(argv: Sequence[str]) -> Optional[str]:
     return f'--config file {path!r} does not exist{listing}.'
   try:
     with open(path, 'rb') as f:
-      tree = ast.parse(f.read(), filename=path)
+      module = symtable.symtable(f.read().decode(), path, 'exec')
   except (OSError, SyntaxError, ValueError):
     return None  # absl's parser reports an unreadable or invalid file itself
-  if 'get_config' not in _top_level_names(tree):
+  # The module's own scope (if/try blocks included; functions and classes are scopes of their
+  # own): a get_config that is defined, imported or assigned there is accepted.
+  bound = 'get_config' in module.get_identifiers() and module.lookup('get_config')
+  if not (bound and (bound.is_assigned() or bound.is_imported())):
     return f'--config file {path!r} defines no get_config(); see experiments/ for examples.'
   return None
-
-
-def _top_level_names(tree: ast.Module) -> set:
-  """Names a module binds in its own scope: by def, class, import or assignment, also inside
-  if/try/with/for blocks, but not inside functions or classes. So a config that imports,
-  assigns or conditionally defines its get_config is not refused."""
-  names, nodes = set(), list(tree.body)
-  while nodes:
-    node = nodes.pop()
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-      names.add(node.name)
-      continue  # their bodies are another scope
-    if isinstance(node, ast.Lambda):
-      continue
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-      names.update((alias.asname or alias.name).split('.')[0] for alias in node.names)
-    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-      names.add(node.id)
-    nodes.extend(ast.iter_child_nodes(node))
-  return names
 
 
 def unknown_config_key(argv: Sequence[str]) -> Optional[str]:
