@@ -38,6 +38,9 @@ def get_config(arg: str = 'take_cover'):
       # step-size rule: 'pycma' (pycma 4.x's choice: TPA from 300 dimensions on, so TPA for
       # this agent), 'csa' (cumulative, what 004's pycma most likely used) or 'tpa'
       sigma_adaptation='pycma',
+      # True: candidates in mirrored pairs m +- sigma z that play the same seeds (antithetic
+      # sampling; pycma's unconditional mirroring); 004 does not mirror
+      mirrored=False,
   ))
   config.evaluator = ml_collections.ConfigDict(dict(
       every_generations=10,  # 0: only at the end

@@ -90,7 +90,7 @@ def test_the_step_size_rule_is_pycmas_choice_or_the_one_named(dimension, request
   state = cma_es.new_state(np.zeros(dimension), 0.1, population=8, seed=0, diagonal=True,
                            sigma_adaptation=requested)
   assert cma_es.settings(state.strategy) == dict(population_size=8, diagonal=True,
-                                                 sigma_adaptation=used)
+                                                 sigma_adaptation=used, mirrored=False)
   assert cma_es.resolved_sigma_adaptation(requested, dimension) == used
   # TPA spends the first two candidates of every generation after the first on the mirrored
   # pair mean +- shift along the last step of the mean; CSA samples all of them independently.
@@ -104,6 +104,33 @@ def test_the_step_size_rule_is_pycmas_choice_or_the_one_named(dimension, request
   with pytest.raises(ValueError, match=r"sigma_adaptation must be one of \('pycma', 'csa', "
                      r"'tpa'\), got 'msr'"):
     cma_es.new_strategy(np.zeros(3), 0.1, 4, 0, sigma_adaptation='msr')
+
+
+@pytest.mark.parametrize('dimension, rule, pairs', [(400, 'tpa', 3), (10, 'csa', 4)])
+def test_mirrored_sampling_pairs_every_candidate_with_its_mirror(dimension, rule, pairs):
+  # Population 8: CSA samples 4 mirrored pairs; TPA's own pair (from generation 2 on) leaves
+  # room for 3 more, and in generation 1 two independent candidates take its place.
+  state = cma_es.new_state(np.zeros(dimension), 0.1, population=8, seed=0, diagonal=True,
+                           mirrored=True)
+  assert cma_es.settings(state.strategy) == dict(population_size=8, diagonal=True,
+                                                 sigma_adaptation=rule, mirrored=True)
+  assert cma_es.mirrored_pairs(8, rule) == pairs
+  fitness = lambda xs: -((np.asarray(xs) - 0.5) ** 2).sum(axis=1)
+  for generation in range(3):
+    mean = cma_es.centre(state)
+    candidates = np.asarray(state.strategy.ask())
+    is_pair = [np.allclose(candidates[i] + candidates[i + 1], 2 * mean, atol=1e-12)
+               for i in range(0, 8, 2)]
+    tpa_pair = rule == 'tpa' and generation > 0
+    # pycma mirrors the last candidates; TPA's pair, when there is one, comes first
+    assert is_pair == ([tpa_pair] if rule == 'tpa' else [True]) + [True] * 3
+    state = cma_es.tell(state, candidates, fitness(candidates))
+  unmirrored = cma_es.new_state(np.zeros(dimension), 0.1, population=8, seed=0, diagonal=True)
+  assert cma_es.settings(unmirrored.strategy)['mirrored'] is False
+  candidates = np.asarray(unmirrored.strategy.ask())
+  assert not np.allclose(candidates[6] + candidates[7], 2 * cma_es.centre(unmirrored))
+  with pytest.raises(ValueError, match='population 3 has none'):
+    cma_es.new_strategy(np.zeros(400), 0.1, 3, 0, mirrored=True)
 
 
 def test_checkpoints_keep_the_newest_and_ignore_partial_files(tmp_path):
@@ -318,7 +345,7 @@ def test_a_checkpoint_of_another_agent_is_refused(tmp_path):
 
 @pytest.mark.parametrize('key, value, saved', [
     ('es.population_size', 8, 6), ('es.diagonal', True, False),
-    ('es.sigma_adaptation', 'csa', "'tpa'")])
+    ('es.sigma_adaptation', 'csa', "'tpa'"), ('es.mirrored', True, False)])
 def test_a_resume_that_asks_for_another_strategy_is_refused(tmp_path, key, value, saved):
   controller.Controller(_config(max_generations=1), str(tmp_path), _inline_dispatcher(),
                         log=lambda line: None, tensorboard=False).run()
@@ -350,3 +377,10 @@ def test_a_resume_that_asks_for_another_strategy_is_refused(tmp_path, key, value
 def test_bad_configs_are_named(key, value, match):
   with pytest.raises(ValueError, match=match):
     controller.validate_config(_config(**{key: value}))
+
+
+def test_mirrored_sampling_needs_room_for_a_pair():
+  with pytest.raises(ValueError, match=r'config.es.mirrored needs config.es.population_size >= 4 '
+                     r'.*got 3'):
+    controller.validate_config(_config(**{'es.mirrored': True, 'es.population_size': 3}))
+  controller.validate_config(_config(**{'es.mirrored': True, 'es.population_size': 4}))

@@ -13,6 +13,11 @@ Step-size rule: pycma 4.x adapts sigma by two-point adaptation (TPA) for 300 or 
 dimensions and by cumulative step-size adaptation (CSA) below; 004's agent has 3,633, and
 the pycma of 2020 chose CSA for full-covariance CMA-ES at that size. `sigma_adaptation`
 names the rule ('pycma' keeps pycma's own choice).
+
+Mirrored sampling (`mirrored`): every sampled candidate m + sigma z comes with its mirror
+m - sigma z (pycma's unconditional mirroring, as many pairs as the population holds beside
+TPA's own pair). A pair plays the same episode seeds, so the difference of its two fitnesses
+is free of the seeds' noise (antithetic sampling, as in Salimans et al.'s evolution strategies).
 """
 
 import os
@@ -45,10 +50,17 @@ class EvolutionState(NamedTuple):
 _EVAL_FIELDS = ('best_eval_mean', 'best_eval_vector', 'best_eval_generation')
 
 
+def mirrored_pairs(population: int, rule: str) -> int:
+  """How many mirrored pairs fit a generation beside the step-size rule's own samples (TPA
+  injects one mirrored pair of its own from the second generation on)."""
+  return (population - (2 if rule == 'tpa' else 0)) // 2
+
+
 def new_strategy(x0: np.ndarray, sigma: float, population: int, seed: int,
-                 diagonal: bool = False, sigma_adaptation: str = 'pycma') -> Any:
+                 diagonal: bool = False, sigma_adaptation: str = 'pycma',
+                 mirrored: bool = False) -> Any:
   """A pycma strategy; `diagonal` is separable CMA (much cheaper for large vectors),
-  `sigma_adaptation` one of SIGMA_ADAPTATIONS."""
+  `sigma_adaptation` one of SIGMA_ADAPTATIONS, `mirrored` samples in mirrored pairs."""
   if sigma_adaptation not in SIGMA_ADAPTATIONS:
     raise ValueError(f'sigma_adaptation must be one of {tuple(SIGMA_ADAPTATIONS)}, '
                      f'got {sigma_adaptation!r}.')
@@ -57,6 +69,13 @@ def new_strategy(x0: np.ndarray, sigma: float, population: int, seed: int,
              'verbose': -9, 'verb_disp': 0, 'verb_log': 0, 'verb_filenameprefix': os.devnull}
   if diagonal:
     options['CMA_diagonal'] = True
+  if mirrored:
+    pairs = mirrored_pairs(population, resolved_sigma_adaptation(sigma_adaptation, len(x0)))
+    if pairs < 1:
+      raise ValueError(f'mirrored sampling needs room for one mirrored pair; population '
+                       f'{population} has none (use a population of at least 4).')
+    # pycma reads CMA_mirrors below 0.5 as a fraction of the population, above 1 as a count.
+    options.update(CMA_mirrors=pairs if pairs > 1 else pairs / population, CMA_mirrormethod=0)
   return cma.CMAEvolutionStrategy(np.asarray(x0, np.float64), sigma, options)
 
 
@@ -69,17 +88,19 @@ def resolved_sigma_adaptation(sigma_adaptation: str, dimension: int) -> str:
 
 def settings(strategy: Any) -> dict:
   """What a strategy was built with and keeps for its whole run: population, separable or
-  not, and the step-size rule in use ('csa', 'tpa' or pycma's class name)."""
+  not, the step-size rule in use ('csa', 'tpa' or pycma's class name), mirrored or not."""
   rule = type(strategy.adapt_sigma)
   return dict(population_size=int(strategy.popsize),
               diagonal=strategy.opts['CMA_diagonal'] is True,
-              sigma_adaptation=_RULE_NAMES.get(rule, rule.__name__))
+              sigma_adaptation=_RULE_NAMES.get(rule, rule.__name__),
+              mirrored=bool(strategy.sp.lam_mirr) and strategy.opts['CMA_mirrormethod'] == 0)
 
 
 def new_state(x0: np.ndarray, sigma: float, population: int, seed: int,
-              diagonal: bool = False, sigma_adaptation: str = 'pycma') -> EvolutionState:
+              diagonal: bool = False, sigma_adaptation: str = 'pycma',
+              mirrored: bool = False) -> EvolutionState:
   counters = dict(generation=0, frames=0, rollouts=0, train_seconds=0.0, worker_deaths=0)
-  strategy = new_strategy(x0, sigma, population, seed, diagonal, sigma_adaptation)
+  strategy = new_strategy(x0, sigma, population, seed, diagonal, sigma_adaptation, mirrored)
   return EvolutionState(strategy, counters, -np.inf, None)
 
 

@@ -63,6 +63,11 @@ def validate_config(config: Any) -> None:
   if es.get('sigma_adaptation', 'pycma') not in cma_es.SIGMA_ADAPTATIONS:
     raise ValueError(f'config.es.sigma_adaptation must be one of '
                      f'{tuple(cma_es.SIGMA_ADAPTATIONS)}, got {es.sigma_adaptation!r}.')
+  if not isinstance(es.get('mirrored', False), bool):
+    raise ValueError(f'config.es.mirrored must be True or False, got {es.mirrored!r}.')
+  if es.get('mirrored', False) and es.population_size < 4:
+    raise ValueError(f'config.es.mirrored needs config.es.population_size >= 4 (a mirrored pair '
+                     f'beside the step-size rule\'s own), got {es.population_size}.')
   if not (isinstance(es.init_sigma, (int, float)) and es.init_sigma > 0):
     raise ValueError(f'config.es.init_sigma must be > 0, got {es.init_sigma!r}.')
   for name, value in (('max_seconds', config.max_seconds), ('unit_timeout_s', config.unit_timeout_s)):
@@ -79,9 +84,10 @@ def _check_strategy_settings(saved: dict, es: Any, size: int, where: str) -> Non
   `--config.es.*` would otherwise be silently ignored."""
   wanted = dict(population_size=es.population_size, diagonal=bool(es.diagonal),
                 sigma_adaptation=cma_es.resolved_sigma_adaptation(
-                    es.get('sigma_adaptation', 'pycma'), size))
+                    es.get('sigma_adaptation', 'pycma'), size),
+                mirrored=bool(es.get('mirrored', False)))
   for key, value in wanted.items():
-    if saved[key] != value:
+    if saved.get(key, False) != value:
       raise ValueError(f'the checkpoint in {where} was made with es.{key}={saved[key]!r}, this '
                        f'config asks for {value!r}; resume with the same value or use another '
                        '--workdir.')
@@ -137,12 +143,14 @@ class Controller:
     if restored is None:
       self.state = cma_es.new_state(agent.initial, config.es.init_sigma,
                                     config.es.population_size, config.seed, config.es.diagonal,
-                                    config.es.get('sigma_adaptation', 'pycma'))
-      rule = cma_es.settings(self.state.strategy)['sigma_adaptation'].upper()
+                                    config.es.get('sigma_adaptation', 'pycma'),
+                                    config.es.get('mirrored', False))
+      settings = cma_es.settings(self.state.strategy)
       log(f'[evolve] new run: {config.task.name} ({config.task.modification}), '
-          f'{self.size:,} parameters, population {config.es.population_size}, '
+          f'{self.size:,} parameters, population {config.es.population_size}'
+          f'{" in mirrored pairs" if settings["mirrored"] else ""}, '
           f'{config.es.rollouts_per_candidate} rollouts per candidate, sigma {config.es.init_sigma} '
-          f'adapted by {rule}')
+          f'adapted by {settings["sigma_adaptation"].upper()}')
     else:
       self.state, payload = restored
       saved = np.asarray(payload['centre']).size
