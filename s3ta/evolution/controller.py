@@ -87,7 +87,7 @@ def _check_strategy_settings(saved: dict, es: Any, size: int, where: str) -> Non
                     es.get('sigma_adaptation', 'pycma'), size),
                 mirrored=bool(es.get('mirrored', False)))
   for key, value in wanted.items():
-    if saved.get(key, False) != value:
+    if saved[key] != value:
       raise ValueError(f'the checkpoint in {where} was made with es.{key}={saved[key]!r}, this '
                        f'config asks for {value!r}; resume with the same value or use another '
                        '--workdir.')
