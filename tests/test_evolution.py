@@ -384,3 +384,24 @@ def test_mirrored_sampling_needs_room_for_a_pair():
                      r'.*got 3'):
     controller.validate_config(_config(**{'es.mirrored': True, 'es.population_size': 3}))
   controller.validate_config(_config(**{'es.mirrored': True, 'es.population_size': 4}))
+
+
+def test_the_2core_recipe_is_the_measured_budget_and_other_recipes_are_named():
+  paper, two_core = attention_agent.get_config('take_cover'), attention_agent.get_config(
+      'take_cover,2core')
+  controller.validate_config(two_core)
+  # BENCHMARKS.md's solved 2-core run: sep-CMA-ES, 96 x 1 rollout in mirrored pairs, 3 hours.
+  assert (two_core.es.population_size, two_core.es.rollouts_per_candidate) == (96, 1)
+  assert two_core.es.diagonal and two_core.es.mirrored and two_core.max_seconds == 10800
+  assert two_core.evaluator.every_generations == 5
+  # Everything else is 004's, as in the plain task.
+  for field in ('agent', 'task'):
+    assert two_core[field].to_dict() == paper[field].to_dict()
+  assert (two_core.es.init_sigma, two_core.es.sigma_adaptation) == (0.1, 'pycma')
+  assert (paper.es.population_size, paper.es.rollouts_per_candidate) == (256, 5)
+  assert not (paper.es.diagonal or paper.es.mirrored)
+  assert attention_agent.get_config('take_cover,paper').to_dict() == paper.to_dict()
+  for bad in ('car_racing,2core', 'take_cover,fast', 'take_cover,2core,x'):
+    with pytest.raises(ValueError, match=rf"Unknown attention_agent recipe '{bad}'; valid: TASK "
+                       r"or one of \('car_racing,paper', 'take_cover,paper', 'take_cover,2core'\)"):
+      attention_agent.get_config(bad)

@@ -36,6 +36,8 @@ BAD_INPUTS = [
     # this file into the same module object, which still holds the earlier get_config).
     ([], 'experiments/__init__.py', "--config file 'experiments/__init__.py' defines no get_config()"),
     ([], 'experiments/attention_agent.py:pong', "Unknown attention_agent task 'pong'"),
+    ([], 'experiments/attention_agent.py:take_cover,fast',
+     "Unknown attention_agent recipe 'take_cover,fast'; valid: TASK or one of"),
     (['--config.es.population_size=1'], None, 'config.es.population_size must be an integer >= 2, got 1'),
     (['--config.task.modification=snow'], None, "Unknown modification 'snow' for task 'take_cover'"),
     ([], 'experiments/attention_agnt.py',
@@ -55,7 +57,7 @@ def bad_input_runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize('case', range(len(BAD_INPUTS)),
-                         ids=['no_get_config', 'pong', 'population_size', 'modification', 'no_file'])
+                         ids=['no_get_config', 'pong', 'recipe', 'population_size', 'modification', 'no_file'])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, bad_input_runs, case):
   args, config, message = BAD_INPUTS[case]
   if case == 0:
