@@ -69,7 +69,5 @@ def get_config(arg: str = 'take_cover'):
   config.max_generations = 10_000
   config.max_seconds = 3 * 3600.0  # of evolution, summed over resumes
   config.checkpoint_minutes = 10.0
-  for field, value in RECIPES.get((task, recipe), {}).items():
-    group, name = field.split('.')
-    config[group][name] = value
+  config.update_from_flattened_dict(RECIPES.get((task, recipe), {}))
   return config
