@@ -54,6 +54,9 @@ def get_config(arg: str = 'take_cover'):
       # True: candidates in mirrored pairs m +- sigma z that play the same seeds (antithetic
       # sampling; pycma's unconditional mirroring); 004 does not mirror
       mirrored=False,
+      # seed of the starting mean (Flax's initialisation of the agent); -1: config.seed, which
+      # also seeds the sampling and the training episodes
+      init_seed=-1,
   ))
   config.evaluator = ml_collections.ConfigDict(dict(
       every_generations=10,  # 0: only at the end

@@ -247,6 +247,26 @@ def _inline_dispatcher():
   return dispatch.Dispatcher([InlineClient('a'), InlineClient('b')], log=lambda line: None)
 
 
+def test_the_starting_mean_has_its_own_seed_and_the_sampling_keeps_config_seed(tmp_path):
+  def start_and_first_steps(name, **overrides):
+    # pycma draws from numpy's global generator, seeded when a strategy is made: ask at once.
+    state = controller.Controller(_config(**overrides), str(tmp_path / name), _inline_dispatcher(),
+                                  log=lambda line: None, tensorboard=False).state
+    return cma_es.centre(state), np.asarray(state.strategy.ask()) - cma_es.centre(state)
+
+  sizes = policy.agent_config(_config().agent, vision_tasks.OUTPUT_SIZES['take_cover'])
+  initial = {s: policy.FlatAgent(sizes, seed=s).initial for s in (0, 1)}
+  assert not np.allclose(initial[0], initial[1])
+  start0, steps0 = start_and_first_steps('seed0', seed=0)  # init_seed -1: config.seed
+  start1, steps1 = start_and_first_steps('seed1', seed=1)
+  swapped_start, swapped_steps = start_and_first_steps('swapped', seed=1, **{'es.init_seed': 0})
+  np.testing.assert_array_equal(start0, initial[0])
+  np.testing.assert_array_equal(start1, initial[1])
+  np.testing.assert_array_equal(swapped_start, initial[0])  # seed 0's start ...
+  np.testing.assert_allclose(swapped_steps, steps1, atol=1e-12)  # ... seed 1's draws
+  assert not np.allclose(steps0, steps1)
+
+
 def test_the_controller_resumes_where_it_stopped(tmp_path):
   straight = controller.Controller(_config(max_generations=4), str(tmp_path / 'straight'),
                                    _inline_dispatcher(), log=lambda line: None, tensorboard=False)
@@ -367,6 +387,7 @@ def test_a_resume_that_asks_for_another_strategy_is_refused(tmp_path, key, value
     ('es.rollouts_per_candidate', 0, 'rollouts_per_candidate must be an integer >= 1, got 0'),
     ('num_workers', 0, r'config.num_workers must be an integer >= 1, got 0'),
     ('es.init_sigma', 0.0, 'init_sigma must be > 0'),
+    ('es.init_seed', -2, r'config.es.init_seed must be an integer >= -1, got -2'),
     ('es.sigma_adaptation', 'msr', r"es.sigma_adaptation must be one of \('pycma', 'csa', "
                                    r"'tpa'\), got 'msr'"),
     ('unit_timeout_s', 0.0, 'config.unit_timeout_s must be > 0, got 0.0'),

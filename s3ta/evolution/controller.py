@@ -53,6 +53,7 @@ def validate_config(config: Any) -> None:
       ('evaluator.every_generations', config.evaluator.every_generations, 0),
       ('max_generations', config.max_generations, 1),
       ('task.negative_reward_patience', config.task.negative_reward_patience, 0),
+      ('es.init_seed', es.get('init_seed', -1), -1),
   )
   for name, value, least in checks:
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
@@ -76,6 +77,14 @@ def validate_config(config: Any) -> None:
   if not (isinstance(config.checkpoint_minutes, (int, float)) and config.checkpoint_minutes >= 0):
     raise ValueError(f'config.checkpoint_minutes must be >= 0, got {config.checkpoint_minutes!r}.')
   policy.agent_config(config.agent, vision_tasks.OUTPUT_SIZES[config.task.name])  # sizes
+
+
+def starting_mean_seed(config: Any) -> int:
+  """The seed of the starting mean's Flax initialisation: `es.init_seed`, or `seed` when it is
+  -1. Kept apart from the seed of CMA-ES's sampling and the episodes so either can be varied
+  alone (which of the two made a run good)."""
+  init_seed = config.es.get('init_seed', -1)
+  return config.seed if init_seed == -1 else init_seed
 
 
 def _check_strategy_settings(saved: dict, es: Any, size: int, where: str) -> None:
@@ -137,7 +146,7 @@ class Controller:
     self.config, self.workdir, self.dispatcher, self._log = config, workdir, dispatcher, log
     self.agent_config = policy.agent_config(config.agent,
                                             vision_tasks.OUTPUT_SIZES[config.task.name])
-    agent = policy.FlatAgent(self.agent_config, seed=config.seed)
+    agent = policy.FlatAgent(self.agent_config, seed=starting_mean_seed(config))
     self.size = agent.size
     restored = cma_es.restore(workdir)
     if restored is None:
