@@ -248,10 +248,12 @@ def _inline_dispatcher():
 
 
 def test_the_starting_mean_has_its_own_seed_and_the_sampling_keeps_config_seed(tmp_path):
+  logs = []
+
   def start_and_first_steps(name, **overrides):
     # pycma draws from numpy's global generator, seeded when a strategy is made: ask at once.
     state = controller.Controller(_config(**overrides), str(tmp_path / name), _inline_dispatcher(),
-                                  log=lambda line: None, tensorboard=False).state
+                                  log=logs.append, tensorboard=False).state
     return cma_es.centre(state), np.asarray(state.strategy.ask()) - cma_es.centre(state)
 
   sizes = policy.agent_config(_config().agent, vision_tasks.OUTPUT_SIZES['take_cover'])
@@ -265,6 +267,8 @@ def test_the_starting_mean_has_its_own_seed_and_the_sampling_keeps_config_seed(t
   np.testing.assert_array_equal(swapped_start, initial[0])  # seed 0's start ...
   np.testing.assert_allclose(swapped_steps, steps1, atol=1e-12)  # ... seed 1's draws
   assert not np.allclose(steps0, steps1)
+  assert [line.rsplit(' ', 1)[-1] for line in logs] == ['0', '1', '0']  # '... mean of seed S'
+  assert all('starting mean of seed' in line for line in logs)
 
 
 def test_the_controller_resumes_where_it_stopped(tmp_path):

@@ -159,7 +159,8 @@ class Controller:
           f'{self.size:,} parameters, population {config.es.population_size}'
           f'{" in mirrored pairs" if settings["mirrored"] else ""}, '
           f'{config.es.rollouts_per_candidate} rollouts per candidate, sigma {config.es.init_sigma} '
-          f'adapted by {settings["sigma_adaptation"].upper()}')
+          f'adapted by {settings["sigma_adaptation"].upper()}, starting mean of seed '
+          f'{starting_mean_seed(config)}')
     else:
       self.state, payload = restored
       saved = np.asarray(payload['centre']).size
