@@ -146,7 +146,8 @@ class Controller:
     self.config, self.workdir, self.dispatcher, self._log = config, workdir, dispatcher, log
     self.agent_config = policy.agent_config(config.agent,
                                             vision_tasks.OUTPUT_SIZES[config.task.name])
-    agent = policy.FlatAgent(self.agent_config, seed=starting_mean_seed(config))
+    start_seed = starting_mean_seed(config)
+    agent = policy.FlatAgent(self.agent_config, seed=start_seed)
     self.size = agent.size
     restored = cma_es.restore(workdir)
     if restored is None:
@@ -159,8 +160,7 @@ class Controller:
           f'{self.size:,} parameters, population {config.es.population_size}'
           f'{" in mirrored pairs" if settings["mirrored"] else ""}, '
           f'{config.es.rollouts_per_candidate} rollouts per candidate, sigma {config.es.init_sigma} '
-          f'adapted by {settings["sigma_adaptation"].upper()}, starting mean of seed '
-          f'{starting_mean_seed(config)}')
+          f'adapted by {settings["sigma_adaptation"].upper()}, starting mean of seed {start_seed}')
     else:
       self.state, payload = restored
       saved = np.asarray(payload['centre']).size
