@@ -9,7 +9,7 @@ The node (`InferenceServer` behind a courier server, as in the distributed progr
 runs in its own process; N actor threads in this process each send policy steps for
 `config.env.num_envs` environments (random frames of the config's shape) as fast as
 the node answers, for `--seconds` per N after `--warmup_seconds` of the same load unmeasured
-(the node compiles one call per number of merged requests). Reported per N: requests/s, environment
+(the node compiles one call per merged batch size, `inference.merged_rows`). Reported per N: requests/s, environment
 frames/s served (requests x envs x action repeat), actor requests per jitted call,
 and the call latency an actor sees (mean, p50, p95). N and the time are bounded by
 the flags; actors are threads, so the client side shares one Python interpreter.
@@ -69,7 +69,7 @@ def _serve(config, max_requests: int, wait_ms: float, port_queue, stop_event) ->
   courier_server.Start()
   port_queue.put(courier_server.address)
   server.run()
-  port_queue.put((server.total_requests, server.total_calls))
+  port_queue.put((server.total_requests, server.total_calls, sorted(server.call_sizes)))
   courier_server.Stop()
 
 
@@ -102,7 +102,7 @@ def _drive(clients, request, seconds: float, first_actor_id: int = 0):
 def measure(make_client, config, num_actors: int, seconds: float, warmup_seconds: float) -> dict:
   """`make_client()`: an object with the node's `step` (a courier client, or the node itself).
   The same load runs first for `warmup_seconds` under other actor ids, unmeasured: the node
-  compiles one call per number of merged requests, and only concurrent actors make merges."""
+  compiles one call per merged batch size, and only concurrent actors make merges."""
   from s3ta.acting.policy import encode_arrays  # pylint: disable=g-import-not-at-top
   from s3ta.envs import factory  # pylint: disable=g-import-not-at-top
   num_actions, shape = factory.env_spec(config.env)
@@ -139,11 +139,12 @@ def _measure_courier(config, num_actors: int, wait_ms: float, seconds: float,
                      warmup_seconds)
   finally:
     stop_event.set()
-    requests, calls = port_queue.get(timeout=60)
+    requests, calls, call_sizes = port_queue.get(timeout=60)
     node.join(timeout=30)
     if node.is_alive():
       node.kill()
   result['requests_per_call'] = requests / max(calls, 1)  # warm-up calls included
+  result['call_sizes'] = call_sizes  # the merged batch sizes compiled
   return result
 
 
@@ -160,6 +161,7 @@ def _measure_direct(config, num_actors: int, wait_ms: float, seconds: float,
     stop.set()
     loop.join(timeout=60)
   result['requests_per_call'] = server.total_requests / max(server.total_calls, 1)  # warm-up too
+  result['call_sizes'] = sorted(server.call_sizes)
   result['device'] = str(server.device)
   return result
 
@@ -191,7 +193,8 @@ def main(argv):
     print(f"actors {n:3d}: {result['requests_per_s']:8.1f} requests/s, "
           f"{result['frames_per_s']:9.0f} frames/s, latency mean {result['latency_ms_mean']:.1f} ms, "
           f"p50 {result['latency_ms_p50']:.1f}, p95 {result['latency_ms_p95']:.1f}, "
-          f"{result['requests_per_call']:.1f} requests per call", flush=True)
+          f"{result['requests_per_call']:.1f} requests per call, "
+          f"{len(result['call_sizes'])} batch sizes compiled", flush=True)
   if _OUTPUT.value:
     with open(_OUTPUT.value, 'w') as f:
       json.dump(dict(window_ms=wait_ms, transport=_TRANSPORT.value, results=results), f, indent=1)

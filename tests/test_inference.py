@@ -3,6 +3,7 @@ its recurrent state stays on the server, retried calls are not stepped twice, an
 actors retry an unreachable node (`s3ta/acting/inference.py`, `s3ta/acting/policy.py`)."""
 
 import threading
+import time
 
 import jax
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 import s3ta  # noqa: F401
 from experiments import catch
 from s3ta.acting.actor import Actor
-from s3ta.acting.inference import InferenceServer
+from s3ta.acting.inference import InferenceServer, merge_size
 from s3ta.acting.policy import RemotePolicy, decode_arrays, encode_arrays
 from s3ta.acting.unroll import UnrollAccumulator
 from s3ta.envs.catch import BatchedCatch
@@ -64,19 +65,21 @@ def _request(inputs):
 def test_merged_calls_match_each_actors_own_network_steps(network_and_params):
   network, params = network_and_params
   rng = np.random.default_rng(0)
-  inputs = {a: [_inputs(rng, network, t == 0) for t in range(4)] for a in (0, 1)}
-  replies = {0: [], 1: []}
-  with _Running(network, params, max_requests=2, wait_ms=1000.0) as server:
-    for t in range(4):  # both actors call at once: one jitted call of 2 x 3 environments
+  actors = (0, 1, 2)
+  inputs = {a: [_inputs(rng, network, t == 0) for t in range(4)] for a in actors}
+  replies = {a: [] for a in actors}
+  with _Running(network, params, max_requests=3, wait_ms=1000.0) as server:
+    for t in range(4):  # the actors call at once: one jitted call of 3 x 3 environments
       threads = [threading.Thread(target=lambda a=a: replies[a].append(
-          server.step(a, t + 1, _request(inputs[a][t]), want_state=True))) for a in (0, 1)]
+          server.step(a, t + 1, _request(inputs[a][t]), want_state=True))) for a in actors]
       for thread in threads:
         thread.start()
       for thread in threads:
         thread.join(timeout=60)
-    assert server.total_requests == 8
+    assert server.total_requests == 12 and server.total_calls == 4
+  assert server.call_sizes == {9}  # 3 requests of 3 environments in each call
   step = jax.jit(network.step)
-  for a in (0, 1):
+  for a in actors:
     state = network.initial_state(NUM_ENVS)
     for t in range(4):
       reply = replies[a][t]
@@ -86,6 +89,16 @@ def test_merged_calls_match_each_actors_own_network_steps(network_and_params):
         np.testing.assert_allclose(got, np.asarray(want), atol=1e-5)
       out, state = step(params, AgentInput(**inputs[a][t]), state)
       np.testing.assert_allclose(reply['logits'], np.asarray(out.logits), atol=1e-5)
+
+
+def test_calls_serve_a_short_ladder_of_request_counts():
+  assert [merge_size(n) for n in (1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 23, 24, 64, 95, 96)] == [
+      1, 2, 3, 4, 4, 6, 6, 8, 8, 12, 16, 24, 64, 64, 96]
+  sizes = [merge_size(n) for n in range(1, 4097)]
+  assert all(n * 2 < size * 3 and size <= n for n, size in zip(range(1, 4097), sizes))
+  assert len(set(sizes)) == 24  # 4,096 possible merges, 24 compiles: 1, 2, 3, 4, 6, ..., 4096
+  with pytest.raises(ValueError, match='>= 1 request, got 0 waiting'):
+    merge_size(0)
 
 
 def test_requests_within_the_window_share_one_call(network_and_params):
@@ -102,6 +115,26 @@ def test_requests_within_the_window_share_one_call(network_and_params):
       thread.join(timeout=60)
   served = [r for r in records if r['requests_per_call'] > 0]
   assert served and served[0]['requests_per_call'] == 3.0 and served[0]['envs_per_call'] == 9.0
+
+
+def test_requests_beyond_the_ladder_wait_for_the_next_call(network_and_params):
+  """Five waiting requests: one call serves four (on the ladder), the next the fifth at once."""
+  network, params = network_and_params
+  rng = np.random.default_rng(6)
+  replies = {}
+  with _Running(network, params, max_requests=5, wait_ms=8000.0) as server:
+    threads = [threading.Thread(target=lambda a=a: replies.update(
+        {a: server.step(a, 1, _request(_inputs(rng, network, True)))})) for a in range(5)]
+    start = time.monotonic()
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join(timeout=60)
+    assert time.monotonic() - start < 6.0  # the fifth did not wait for a second window
+    assert server.total_calls == 2 and server.total_requests == 5
+  assert server.call_sizes == {4 * NUM_ENVS, NUM_ENVS}
+  assert sorted(replies) == list(range(5)) and all(r['action'].shape == (NUM_ENVS,)
+                                                   for r in replies.values())
 
 
 def test_a_retried_call_is_answered_from_cache_and_reset_restarts_the_state(network_and_params):
