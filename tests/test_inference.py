@@ -68,8 +68,9 @@ def test_merged_calls_match_each_actors_own_network_steps(network_and_params):
   actors = (0, 1, 2)
   inputs = {a: [_inputs(rng, network, t == 0) for t in range(4)] for a in actors}
   replies = {a: [] for a in actors}
-  with _Running(network, params, max_requests=3, wait_ms=1000.0) as server:
-    for t in range(4):  # the actors call at once: one jitted call of 3 x 3 environments
+  with _Running(network, params, max_requests=3, wait_ms=5000.0) as server:
+    for t in range(4):  # the actors call at once: one jitted call of 3 x 3 environments (the
+      # call starts when the third arrives; the long window only keeps a slow thread in it)
       threads = [threading.Thread(target=lambda a=a: replies[a].append(
           server.step(a, t + 1, _request(inputs[a][t]), want_state=True))) for a in actors]
       for thread in threads:
