@@ -9,9 +9,10 @@ The node (`InferenceServer` behind a courier server, as in the distributed progr
 runs in its own process; N actor threads in this process each send policy steps for
 `config.env.num_envs` environments (random frames of the config's shape) as fast as
 the node answers, for `--seconds` per N after `--warmup_seconds` of the same load unmeasured
-(the node compiles one call per merged batch size, `inference.merged_rows`). Reported per N: requests/s, environment
-frames/s served (requests x envs x action repeat), actor requests per jitted call,
-and the call latency an actor sees (mean, p50, p95). N and the time are bounded by
+(the node compiles one call per count of merged requests on `inference.merge_size`'s ladder;
+the sizes compiled are reported). Reported per N: requests/s, environment frames/s served
+(requests x envs x action repeat), actor requests per jitted call, and the call latency an
+actor sees (mean, p50, p95). N and the time are bounded by
 the flags; actors are threads, so the client side shares one Python interpreter.
 
 `--transport=direct` runs the same node in this process and the actor threads call its

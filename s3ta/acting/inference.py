@@ -11,8 +11,8 @@ requests (up to `max_requests` compiles, each 0.5-1.3 s on a CPU, which stalled 
 or more actors for its first tens of seconds), and no call computes padding. The recurrent
 state of every actor's environments stays on the device between calls (keyed by actor id);
 it is sent back only when an actor asks (once per unroll, for its Reverb item), so the wire
-carries observations in and actions and logits out. Parameters come from the learner by version-checked fetches
-(`CourierParamsSource.poll`: unchanged parameters are not resent).
+carries observations in and actions and logits out. Parameters come from the learner by
+version-checked fetches (`CourierParamsSource.poll`: unchanged parameters are not resent).
 
 Launchpad's `lp.batched_handler` also batches courier calls (in C++), but it stacks each
 argument into fixed-size arrays and leaves the per-actor state to the handler; this queue
