@@ -125,12 +125,22 @@ def test_training_and_evaluation_points(workdirs):
 
 def test_max_frames_shows_a_run_as_if_it_had_stopped_at_that_budget(workdirs, tmp_path, capsys):
   # The first learner record with >= 2500 frames is at t=1020 (3000 frames, 20 s): later
-  # actor windows and evaluations are left out, and the run ends there.
+  # actor windows are left out, and the run ends there. The evaluation at t=1025 came after,
+  # of version 20's parameters (2000 frames): kept, at its frames and the cut's wall time.
   plain = curves.load_run(workdirs[0], 'plain', smooth_episodes=5, max_frames=2500)
   np.testing.assert_allclose(plain.train.frames, [0, 2000])
   np.testing.assert_allclose(plain.train.returns, [-1.0, 0.2])
-  np.testing.assert_allclose(plain.evals.returns, [-1.0])  # the one at t=1025 came after
+  np.testing.assert_allclose(plain.evals.returns, [-1.0, 1.5])
+  np.testing.assert_allclose(plain.evals.frames, [0, 2000])
+  np.testing.assert_allclose(plain.evals.wall_minutes, [0, 20 / 60])
   assert (plain.final_frames, plain.final_wall_minutes) == (3000, 20 / 60)
+  # Cut at t=1010 (1000 frames): the same evaluation scored later parameters, so it is left out.
+  early = curves.load_run(workdirs[0], 'plain', smooth_episodes=5, max_frames=1000)
+  np.testing.assert_allclose(early.evals.returns, [-1.0])
+  # A run cut where it stopped keeps the final evaluation its stop wrote (t=3045, version 50).
+  at_stop = curves.load_run(workdirs[1], 'resumed', smooth_episodes=5, max_frames=5000)
+  np.testing.assert_allclose(at_stop.evals.frames, [2000, 5000])
+  np.testing.assert_allclose(at_stop.evals.returns, [3.0, 2.0])
   whole = curves.load_run(workdirs[0], 'plain', smooth_episodes=5)
   beyond = curves.load_run(workdirs[0], 'plain', smooth_episodes=5, max_frames=10**6)
   np.testing.assert_allclose(beyond.train.returns, whole.train.returns)  # never reached: all

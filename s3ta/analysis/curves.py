@@ -18,7 +18,8 @@ Frames and wall time are the learner's (`learner_frames`, `train_seconds`, which
 resumes), interpolated to every record's time; the training return is the mean of the last
 `--smooth_episodes` episodes of all actors. How exactly: WORKSPACE.md, "Looking at the agent".
 `--max_frames=N` shows every run as if it had stopped at the first learner record with N or
-more frames (runs of different lengths compared on one budget; the summary says where each ended).
+more frames, with the evaluations of parameters up to that record (runs of different lengths
+compared on one budget; the summary says where each ended).
 """
 
 import argparse
@@ -152,6 +153,15 @@ def training_curve(records: Sequence[dict], track: LearnerTrack, window: int) ->
   return Curve(frames, seconds / 60.0, returns, averaged)
 
 
+def evaluated_frames(record: dict, track: LearnerTrack) -> Optional[float]:
+  """The learner frames of the parameters an evaluator record scored: its own `frames`, else
+  those at its `param_version`; None when it has neither (then placed by its time)."""
+  own, version = finite_number(record.get('frames')), finite_number(record.get('param_version'))
+  if own is not None:
+    return own
+  return None if version is None else float(frames_at_versions(track, version))
+
+
 def evaluation_curve(records: Sequence[dict], track: LearnerTrack) -> Curve:
   """One point per evaluator record with a mean return, at its parameters' frames."""
   rows = [r for r in _by_time(records)
@@ -159,11 +169,9 @@ def evaluation_curve(records: Sequence[dict], track: LearnerTrack) -> Curve:
   times = np.array([r['time'] for r in rows], float)
   frames, seconds = x_at_times(track, times)
   for i, r in enumerate(rows):
-    own, version = finite_number(r.get('frames')), finite_number(r.get('param_version'))
-    if own is not None:
-      frames[i] = own
-    elif version is not None:
-      frames[i] = frames_at_versions(track, version)
+    evaluated = evaluated_frames(r, track)
+    if evaluated is not None:
+      frames[i] = evaluated
   episodes = [finite_number(r.get('episodes')) for r in rows]
   return Curve(frames, seconds / 60.0, np.array([r['mean_return'] for r in rows], float),
                np.array([np.nan if e is None else e for e in episodes], float))
@@ -180,12 +188,26 @@ class Run:
 
 
 def cut_at_frames(records: Sequence[dict], track: LearnerTrack, max_frames: float) -> list:
-  """The records up to the first learner record with `max_frames` or more frames (all if none)."""
+  """The records up to the first learner record with `max_frames` or more frames (all if none),
+  and the later evaluations of parameters from before that record.
+
+  An evaluation finishes after the learner step that made its parameters: without the second
+  part a run stopped on `max_frames` would lose the final evaluation that its stop writes.
+  """
   reached = np.flatnonzero(track.frames >= max_frames)
   if not len(reached):
     return list(records)
-  end = track.time[reached[0]]
-  return [r for r in records if r['time'] <= end]
+  end, end_frames = track.time[reached[0]], track.frames[reached[0]]
+
+  def kept(record: dict) -> bool:
+    if record['time'] <= end:
+      return True
+    if record.get('label') != 'evaluator':
+      return False
+    evaluated = evaluated_frames(record, track)
+    return evaluated is not None and evaluated <= end_frames
+
+  return [r for r in records if kept(r)]
 
 
 def load_run_records(workdir: str) -> tuple:
