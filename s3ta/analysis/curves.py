@@ -189,7 +189,7 @@ class Run:
 
 def cut_at_frames(records: Sequence[dict], track: LearnerTrack, max_frames: float) -> list:
   """The records up to the first learner record with `max_frames` or more frames (all if none),
-  and the later evaluations of parameters from before that record.
+  and the later evaluations of parameters up to that record.
 
   An evaluation finishes after the learner step that made its parameters: without the second
   part a run stopped on `max_frames` would lose the final evaluation that its stop writes.
