@@ -64,8 +64,8 @@ def get_config(arg: str = ''):
   # 0.0025 (0.01 / 4): seed 0 evaluation >= +15 at 64 min, 16.0 M frames; seeds 1 and 2 random to
   # about 20 M frames, and seed 1 with 0.001 too: one seed of three. B 16 with entropy_cost 0.005:
   # three seeds of three learned (evaluation >= +15 at 48-61 min, 12.9-17.6 M frames) in
-  # launch.train_single; in launch.train two of three (evaluation >= +15 at 59 and 86 min; seed 1
-  # random for 69 min, 13.5 M frames) (BENCHMARKS.md).
+  # launch.train_single; in launch.train two of four (evaluation >= +15 at 59 and 86 min; seed 1
+  # random for 69 min, 13.5 M frames; seed 3 random to 20 M frames, 95 min) (BENCHMARKS.md).
   config.num_actors = 2  # actor processes (distributed); env groups (single machine)
   config.queue_size = 64  # Reverb queue items (distributed)
   config.actor_max_in_flight_items = 16  # one actor batch of items
