@@ -65,7 +65,9 @@ def get_config(arg: str = ''):
   # about 20 M frames, and seed 1 with 0.001 too: one seed of three. B 16 with entropy_cost 0.005:
   # three seeds of three learned (evaluation >= +15 at 48-61 min, 12.9-17.6 M frames) in
   # launch.train_single; in launch.train two of four (evaluation >= +15 at 59 and 86 min; seed 1
-  # random for 69 min, 13.5 M frames; seed 3 random to 20 M frames, 95 min) (BENCHMARKS.md).
+  # random for 69 min, 13.5 M frames; seed 3 random to 20 M frames, 95 min); train_single seed 2
+  # with the distributed lag (policy_lag 9) left random play 2.5 M frames later and climbed
+  # slowly (training at most -4.5 by 17.4 M frames) (BENCHMARKS.md).
   config.num_actors = 2  # actor processes (distributed); env groups (single machine)
   config.queue_size = 64  # Reverb queue items (distributed)
   config.actor_max_in_flight_items = 16  # one actor batch of items
