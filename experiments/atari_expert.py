@@ -149,6 +149,9 @@ def get_config(arg: str = '') -> ml_collections.ConfigDict:
   config.log_period_s = 10.0  # seconds between metrics records of every node
   config.metrics_every_steps = 10  # learner fetches step metrics to the host this often (and per log)
   config.sample_timeout_ms = 1000  # learner waits this long for data before re-checking stop
+  # Items the learner's Reverb sampler requests ahead of use (0: 2 x batch_size). Each is taken
+  # from the queue early, so a full queue's items reach the learner this much later (policy lag).
+  config.sampler_in_flight_samples = 0
 
   config.inference = ml_collections.ConfigDict()  # where actors' policy steps run (launch.train)
   config.inference.mode = 'auto'  # actor | central | auto (central iff the learner host has an accelerator)

@@ -107,6 +107,7 @@ def get_config(arg: str = 's3ta') -> ml_collections.ConfigDict:
   config.max_restarts = 5  # per actor/evaluator node: a dead worker process is restarted
   config.restart_backoff_s = 1.0  # first restart delay, doubled per restart (max 60 s)
   config.sample_timeout_ms = 1000  # learner waits this long for data before re-checking stop
+  config.sampler_in_flight_samples = 0  # items the learner's sampler requests ahead (0: 2 x B)
   config.metrics_every_steps = 10  # learner fetches step metrics to the host this often
   expert = atari_expert.get_config()
   config.inference = expert.inference  # where actors' policy steps run (actor | central | auto)

@@ -72,6 +72,9 @@ def _validate_distributed(config) -> None:
                      f'{config.actor_max_in_flight_items!r}.')
   if config.param_timeout_s <= 0:
     raise ValueError(f'config.param_timeout_s must be > 0, got {config.param_timeout_s!r}.')
+  if not isinstance(config.sampler_in_flight_samples, int) or config.sampler_in_flight_samples < 0:
+    raise ValueError('config.sampler_in_flight_samples must be an int >= 0 (0: twice the batch '
+                     f'size), got {config.sampler_in_flight_samples!r}.')
   if config.sample_timeout_ms < 1:
     raise ValueError(f'config.sample_timeout_ms must be >= 1, got {config.sample_timeout_ms!r}.')
   if not isinstance(config.max_restarts, int) or config.max_restarts < 0:

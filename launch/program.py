@@ -124,6 +124,7 @@ def build_learner(config, workdir: str, network_fn: Callable[[], Any], replay_cl
       max_frames=config.max_frames, max_seconds=config.max_seconds,
       max_steps=config.max_learner_steps, log_period_s=config.log_period_s,
       sample_timeout_ms=config.sample_timeout_ms,
+      sampler_in_flight_samples=config.sampler_in_flight_samples,
       metrics_every_steps=config.metrics_every_steps, **learner_kwargs)
   if learner.resumed_from:
     print(f'[{name}] resumed from {learner.resumed_from}: {learner.get_counts()}', flush=True)

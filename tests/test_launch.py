@@ -125,6 +125,7 @@ def test_validate_config_rejects_more_bad_values():
   cases = {
       'queue_size': (2, 'queue_size'), 'max_frames': (-1, 'max_frames'),
       'param_refresh_steps': (0, 'param_refresh_steps'),
+      'sampler_in_flight_samples': (-1, r'sampler_in_flight_samples must be an int >= 0 \(0: twice'),
   }
   for field, (value, needle) in cases.items():
     config = smoke.get_config('')

@@ -207,3 +207,30 @@ def test_sampler_close_drops_a_live_iterator(server):
   assert sampler.next().data['meta'][:, 2].tolist() == [0, 1]
   assert sampler.close(timeout_s=10) is True  # a live server: the drop finishes
   assert sampler.close() is True  # nothing left to drop
+
+
+def test_sampler_in_flight_samples_bounds_what_it_takes_from_a_full_queue():
+  """Each item the sampler holds ahead of use ages in the learner's pipeline (policy lag)."""
+  network, batch, size = _network(), 4, 24
+  taken = {}
+  for in_flight in (1, 0):  # 0: Reverb's default here, twice the batch
+    srv = reverb.Server(replay.make_queue_tables_fn(lambda: network, T, size)(), port=None)
+    client = reverb.Client(f'localhost:{srv.port}')
+    writer = replay.TrajectoryQueueWriter(client, 0)
+    for i in range(size):
+      writer.write(replay.split_trajectory(_trajectory(network, 1, i), np.zeros(T + 1), 0, i))
+    sampler = replay.BatchSampler(f'localhost:{srv.port}', batch, timeout_ms=1000,
+                                  should_stop=lambda: False, max_in_flight_samples=in_flight)
+    assert sampler.next().data['meta'][:, 2].tolist() == [0, 1, 2, 3]  # FIFO
+    # The fetch thread fills its buffers, then blocks on the handover: wait until it settles.
+    sizes, deadline = [-1], time.time() + 20
+    while time.time() < deadline and (len(sizes) < 4 or len(set(sizes[-4:])) > 1):
+      time.sleep(0.25)
+      sizes.append(replay.queue_size(client))
+    taken[in_flight] = size - sizes[-1]
+    assert sampler.close(timeout_s=10)
+    writer.close()  # an open writer holds the server's stop for seconds
+    srv.stop()
+  # The returned batch, the one in the handover, the one being assembled, one in-flight item.
+  assert taken[1] == 3 * batch + 1, taken
+  assert taken[0] >= taken[1] + batch - 1, taken  # about a batch more waits in the sampler

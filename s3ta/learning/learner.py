@@ -58,6 +58,8 @@ class Learner:
       end the process (a program node: nothing is left to do, and its exit would hang);
       False: `run` returns anyway and `sampler_closed` says so (a benchmark that reports
       after the loop).
+    sampler_in_flight_samples: items the Reverb sampler requests ahead of use (0: twice
+      `batch_size`); fewer lower the policy lag when the queue is full.
   """
 
   def __init__(self, network, learner_config, *, batch_size: int, unroll_length: int,
@@ -67,7 +69,8 @@ class Learner:
                logger: Optional[Callable[[dict], None]] = None, max_frames: int = 0,
                max_seconds: float = 0.0, max_steps: int = 0,
                log_period_s: float = 10.0, sample_timeout_ms: int = 1000,
-               metrics_every_steps: int = 1, exit_if_sampler_stuck: bool = True):
+               metrics_every_steps: int = 1, exit_if_sampler_stuck: bool = True,
+               sampler_in_flight_samples: int = 0):
     if not isinstance(learner_config, LearnerConfig):
       learner_config = LearnerConfig.from_dict(learner_config)
     if batch_size < 1:
@@ -91,6 +94,7 @@ class Learner:
                                learner_config.max_nonfinite_in_a_row)
     self._log_period_s = log_period_s
     self._sample_timeout_ms = sample_timeout_ms
+    self._sampler_in_flight_samples = sampler_in_flight_samples
     self._max_sample_failures = 30  # consecutive Reverb errors (about 30 s) before giving up
     self.device = jax.devices()[0]
 
@@ -199,7 +203,8 @@ class Learner:
     reason = None
     sampler = replay.BatchSampler(self._server_address, self._batch_size,
                                   timeout_ms=self._sample_timeout_ms, should_stop=self._should_stop,
-                                  max_failures=self._max_sample_failures)
+                                  max_failures=self._max_sample_failures,
+                                  max_in_flight_samples=self._sampler_in_flight_samples)
     try:
       while reason is None:
         if self._should_stop():

@@ -199,8 +199,10 @@ class BatchSampler:
   """
 
   def __init__(self, server_address: str, batch_size: int, *, timeout_ms: int,
-               should_stop: Callable[[], bool], max_failures: int = 30, retry_s: float = 1.0):
-    self._open = functools.partial(make_dataset, server_address, batch_size, timeout_ms=timeout_ms)
+               should_stop: Callable[[], bool], max_failures: int = 30, retry_s: float = 1.0,
+               max_in_flight_samples: int = 0):
+    self._open = functools.partial(make_dataset, server_address, batch_size, timeout_ms=timeout_ms,
+                                   max_in_flight_samples=max_in_flight_samples)
     self._wait_s = timeout_ms / 1000 + 0.5  # the dataset's own timeout, plus slack
     self._should_stop, self._max_failures, self._retry_s = should_stop, max_failures, retry_s
     self._handover = queue_lib.Queue(maxsize=1)  # ('sample' | 'empty' | 'error', value)
