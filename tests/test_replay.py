@@ -213,7 +213,7 @@ def test_sampler_in_flight_samples_bounds_what_it_takes_from_a_full_queue():
   """Each item the sampler holds ahead of use ages in the learner's pipeline (policy lag)."""
   network, batch, size = _network(), 4, 24
   taken = {}
-  for in_flight in (1, 0):  # 0: Reverb's default here, twice the batch
+  for in_flight in (1, 0):  # 0: make_dataset's default, twice the batch
     srv = reverb.Server(replay.make_queue_tables_fn(lambda: network, T, size)(), port=None)
     client = reverb.Client(f'localhost:{srv.port}')
     writer = replay.TrajectoryQueueWriter(client, 0)
