@@ -67,11 +67,9 @@ def get_config(arg: str = ''):
   # launch.train_single; in launch.train two of four (evaluation >= +15 at 59 and 86 min; seed 1
   # random for 69 min, 13.5 M frames; seed 3 random to 20 M frames, 95 min); train_single seed 2
   # with the distributed lag (policy_lag 9) left random play 2.5 M frames later and climbed
-  # slowly (training at most -4.5 by 17.4 M frames); launch.train seed 3 with half the lag
-  # (queue_size 16, actor_max_in_flight_items 0, sampler_in_flight_samples 1, param_refresh_steps
-  # 1) left random play: training -15 at 8.07 M frames, -1.2 at 11.7 M; seed 1 with the same
-  # buffers: evaluation >= +15 at 96 min, 11.5 M frames (BENCHMARKS.md). So set those four
-  # overrides for B 16 in launch.train.
+  # slowly (training at most -4.5 by 17.4 M frames). With half the lag (queue_size 16,
+  # actor_max_in_flight_items 0, sampler_in_flight_samples 1, param_refresh_steps 1) launch.train
+  # seeds 1 and 3 left random play too (BENCHMARKS.md): set those four for B 16 in launch.train.
   config.num_actors = 2  # actor processes (distributed); env groups (single machine)
   config.queue_size = 64  # Reverb queue items (distributed)
   config.actor_max_in_flight_items = 16  # one actor batch of items
