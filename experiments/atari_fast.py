@@ -52,8 +52,8 @@ def get_config(arg: str = ''):
   # damped the typical step ~3x; with 1e-4 and B 8 the distributed program reached +20
   # evaluation on Pong after 92 min on 2 cores (BENCHMARKS.md).
   config.learner.rmsprop_epsilon = 1e-4
-  # From 0 the first updates are ~10 x lr x sign(g) and after 32 of them 12.5 % of the FC units
-  # are alive (from 1.0: 43 %); with 1.0, B 16 seed 3 learned in launch.train with the default
+  # From 0 the first updates are ~10 x lr x sign(g) and after 32 of them 13-26 % of the FC units
+  # are alive (from 1.0: 41-47 %); with 1.0, B 16 seed 3 learned in launch.train with the default
   # buffers (random for 20 M frames from 0). One seed so far (BENCHMARKS.md).
   config.learner.rmsprop_initial_scale = 0.0  # initial mean square
   config.learner.entropy_cost = 0.01
