@@ -53,8 +53,8 @@ def get_config(arg: str = ''):
   # evaluation on Pong after 92 min on 2 cores (BENCHMARKS.md).
   config.learner.rmsprop_epsilon = 1e-4
   # From 0 the first updates are ~10 x lr x sign(g) and after 32 of them 13-26 % of the FC units
-  # are alive (from 1.0: 41-47 %); with 1.0, B 16 seed 3 learned in launch.train with the default
-  # buffers (random for 20 M frames from 0). One seed so far (BENCHMARKS.md).
+  # are alive (from 1.0: 41-47 %); with 1.0, B 16 seeds 1 and 3 learned in launch.train with the
+  # default buffers (random for 13.5 and 20 M frames from 0; BENCHMARKS.md). Set it for B 16.
   config.learner.rmsprop_initial_scale = 0.0  # initial mean square
   config.learner.entropy_cost = 0.01
   config.learner.grad_clip = 40.0  # global norm
@@ -72,7 +72,8 @@ def get_config(arg: str = ''):
   # with the distributed lag (policy_lag 9) left random play 2.5 M frames later and climbed
   # slowly (training at most -4.5 by 17.4 M frames). With half the lag (queue_size 16,
   # actor_max_in_flight_items 0, sampler_in_flight_samples 1, param_refresh_steps 1) launch.train
-  # seeds 1 and 3 left random play too (BENCHMARKS.md): set those four for B 16 in launch.train.
+  # seeds 1 and 3 left random play too; rmsprop_initial_scale 1.0 alone started both sooner
+  # (evaluation >= +15 at 60 and 76 min; BENCHMARKS.md): set it for B 16 in launch.train.
   config.num_actors = 2  # actor processes (distributed); env groups (single machine)
   config.queue_size = 64  # Reverb queue items (distributed)
   config.actor_max_in_flight_items = 16  # one actor batch of items
