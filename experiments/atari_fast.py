@@ -74,8 +74,7 @@ def get_config(arg: str = ''):
   # with the distributed lag (policy_lag 9) left random play 2.5 M frames later and climbed
   # slowly (training at most -4.5 by 17.4 M frames). With half the lag (queue_size 16,
   # actor_max_in_flight_items 0, sampler_in_flight_samples 1, param_refresh_steps 1) launch.train
-  # seeds 1 and 3 left random play too; rmsprop_initial_scale 1.0 alone started both sooner
-  # (evaluation >= +15 at 60 and 76 min; BENCHMARKS.md): set it for B 16 in launch.train.
+  # seeds 1 and 3 left random play too; rmsprop_initial_scale 1.0 (see above) started both sooner.
   config.num_actors = 2  # actor processes (distributed); env groups (single machine)
   config.queue_size = 64  # Reverb queue items (distributed)
   config.actor_max_in_flight_items = 16  # one actor batch of items
