@@ -56,8 +56,8 @@ def get_config(arg: str = ''):
   # 13-26 % of the FC units are alive (from 1.0: 41-47 %). In launch.train this B 8 recipe from
   # 1.0 left random play at 6.7-7.8 M frames on seeds 0-2 (from 0: 7.8-8.2 M) and reached
   # evaluation >= +15 at 9.8-14.3 M frames, 48-67 min (from 0: 10.9-13.2 M); B 16 seeds 1 and 3
-  # learned with it (random for 13.5 and 20 M frames from 0). BENCHMARKS.md. The single-machine
-  # trainer's Pong curves were measured from 0 (set 0.0 to reproduce them).
+  # learned with it (random for 13.5 and 20 M frames from 0). launch.train_single from 1.0:
+  # evaluation >= +15 at 12.9 and 10.1 M frames on seeds 0-1 (from 0: 11.7-15.3 M). BENCHMARKS.md.
   config.learner.rmsprop_initial_scale = 1.0  # initial mean square
   config.learner.entropy_cost = 0.01
   config.learner.grad_clip = 40.0  # global norm
